@@ -1,0 +1,560 @@
+"""`Ledger`: the public API. One writer per data directory; every write is a batch of commands
+folded in memory, appended to the log with one fsync, then acknowledged.
+
+The in-memory `State` answers lookups in microseconds; the DuckDB view is flushed every few
+batches (and before every read), with its log position in the same transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ledger import settings as settings_mod
+from ledger.checkpoint import state_to_table, table_to_state
+from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerUnusable
+from ledger.events import EVENT_SCHEMA, Event, to_record_batch
+from ledger.limits import check_name, check_offset, check_queue_id
+from ledger.reset import Scenario, Scope, plan_reset, reset_detail, scope_keys
+from ledger.settings import LedgerSettings
+from ledger.state import CommitResult, PlanItem, PullResult, State, snapshot_rows
+from ledger.timeline import state_at_sql
+from ledger.view import View, segments_source
+from storage import LockedError, LogSettings, SegmentedLog
+
+VIEW_FILE = "view.duckdb"
+CHECKPOINT_TS_KEY = b"offset_ledger.last_ts"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    """An immutable reset plan; `execute()` commits it (iceberg-python's staged transaction)."""
+
+    ledger: Ledger
+    group: str
+    scenario: Scenario
+    items: tuple[PlanItem, ...]
+    actor: str | None
+    reason: str | None
+    backward_only: bool
+    skipped: tuple[tuple[str, int], ...] = ()  # queues left out (to-state-at: no offset then)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {"consumer_group": i.consumer_group, "topic": i.topic, "queue_id": i.queue_id,
+             "from_offset": i.from_offset, "to_offset": i.to_offset}
+            for i in self.items
+        ]
+
+    def execute(self) -> int:
+        """Apply the plan; returns the seq of its last event (or the log end if the plan is empty)."""
+        return self.ledger._execute_plan(self)
+
+
+class Ledger:
+    """An offset ledger rooted at a data directory."""
+
+    def __init__(
+        self, root: Path, log: SegmentedLog, state: State, view: View,
+        settings: LedgerSettings, clock: Callable[[], int], readonly: bool,
+    ) -> None:
+        self.root = root
+        self.log = log
+        self.state = state
+        self.view = view
+        self.settings = settings
+        self._clock = clock
+        self.readonly = readonly
+        self._unusable: str | None = None
+        self._batches_since_flush = 0
+        self._last_flush = time.monotonic()
+        self._events_segments: tuple | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, clock: Callable[[], int] | None = None,
+        readonly: bool = False, **settings: Any,
+    ) -> Ledger:
+        """Open (creating if needed) a data directory as its single writer, or as a reader."""
+        root = Path(path)
+        clock = clock or wall_clock_ms
+        if readonly:
+            return cls._open_reader(root, clock)
+        cfg = settings_mod.merged(root, settings)
+        if settings and any(v is not None for v in settings.values()):
+            settings_mod.save(root, cfg)
+        log = SegmentedLog.open(root, EVENT_SCHEMA, _log_settings(cfg), clock=clock, writer=True)
+        try:
+            state = _load_state(log)
+            view = View.open(root / VIEW_FILE)
+            ledger = cls(root, log, state, view, cfg, clock, readonly=False)
+            if view.position() != log.next_seq:
+                view.write_full(state, log.next_seq)
+            else:
+                state.dirty_keys.clear()
+                state.dirty_queues.clear()
+                state.dirty_groups.clear()
+            return ledger
+        except BaseException:
+            log.close()
+            raise
+
+    @classmethod
+    def _open_reader(cls, root: Path, clock: Callable[[], int]) -> Ledger:
+        """A consistent read-only snapshot: manifest's segments + checkpoint + intact tail, with an
+        in-memory DuckDB view (the file is locked by the writer)."""
+        if not (root / "log").exists():
+            raise InvalidInput(f"no ledger at {root}: nothing written yet")
+        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False)
+        state = _load_state(log)
+        view = View.open(None)
+        view.write_full(state, log.next_seq)
+        return cls(root, log, state, view, settings_mod.load(root), clock, readonly=True)
+
+    @classmethod
+    def open_for_read(cls, path: str | os.PathLike[str], **kw: Any) -> Ledger:
+        """Open as writer when free, else as a reader of a consistent prefix (DESIGN.md, View)."""
+        try:
+            return cls.open(path, **kw)
+        except LockedError:
+            return cls.open(path, readonly=True, clock=kw.get("clock"))
+
+    def close(self) -> None:
+        try:
+            if not self.readonly and self._unusable is None:
+                self.flush_view()
+        finally:
+            self.view.close()
+            self.log.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ write path
+    def now_ms(self) -> int:
+        """Ledger time: never goes backwards (ts = max(clock, last ts))."""
+        return max(self._clock(), self.state.last_ts)
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise LedgerError(f"ledger at {self.root} is open read-only (another process writes)")
+        if self._unusable is not None:
+            raise LedgerUnusable(self._unusable)
+
+    def _append(self, events: list[Event]) -> int:
+        """Make `events` (already folded into the state) durable; returns their first seq."""
+        first = self.log.next_seq
+        if not events:
+            return first
+        try:
+            result = self.log.append(to_record_batch(events, first_seq=first))
+        except BaseException as e:
+            self._unusable = (
+                f"a write failed ({e}); the in-memory state is ahead of the log: reopen the ledger"
+            )
+            raise
+        if result.sealed:
+            self._checkpoint()
+        self._batches_since_flush += 1
+        if (self._batches_since_flush >= self.settings.view_flush_batches
+                or (time.monotonic() - self._last_flush) * 1000 >= self.settings.view_flush_ms):
+            self.flush_view()
+        return result.first_seq
+
+    def _checkpoint(self) -> None:
+        table = state_to_table(self.state)
+        meta = {CHECKPOINT_TS_KEY: str(self.state.last_ts).encode()}
+        self.log.write_checkpoint(self.log.next_seq, table.replace_schema_metadata(meta))
+
+    def flush_view(self) -> None:
+        if self.readonly:
+            return
+        self.view.flush(self.state, self.log.next_seq)
+        self._batches_since_flush = 0
+        self._last_flush = time.monotonic()
+
+    def _run(self, fn: Callable[[list[Event], int], Any]) -> tuple[Any, int]:
+        """One command as its own batch: decide (folding as it goes), append, acknowledge."""
+        self._check_writable()
+        events: list[Event] = []
+        result = fn(events, self.now_ms())
+        first = self._append(events)
+        return result, first + len(events) - 1
+
+    def queue_append(
+        self, topic: str, queue_id: int, count: int = 1, store_ts: int | None = None
+    ) -> dict[str, Any]:
+        check_name(topic, "topic")
+        check_queue_id(queue_id)
+        from ledger.limits import APPEND_COUNT_MAX, check_int
+
+        check_int(count, "count", 1, APPEND_COUNT_MAX)
+        (lo, hi), _ = self._run(lambda out, now: self.state.decide_queue_append(
+            topic, queue_id, count, store_ts if store_ts is not None else now, now, out))
+        return {"topic": topic, "queue_id": queue_id, "min_offset": lo, "max_offset": hi}
+
+    def queue_truncate(self, topic: str, queue_id: int, min_offset: int) -> dict[str, Any]:
+        check_name(topic, "topic")
+        check_queue_id(queue_id)
+        check_offset(min_offset, "min offset")
+        (lo, hi), _ = self._run(lambda out, now: self.state.decide_queue_truncate(
+            topic, queue_id, min_offset, now, out))
+        return {"topic": topic, "queue_id": queue_id, "min_offset": lo, "max_offset": hi}
+
+    def group_set(
+        self, group: str, *, mode: str | None = None, initial: str | None = None,
+        client_timeout_ms: int | None = None, actor: str | None = None,
+    ) -> dict[str, Any]:
+        from ledger.commands import check_group_settings
+
+        check_name(group, "group")
+        check_group_settings(mode, initial, client_timeout_ms)
+        g, _ = self._run(lambda out, now: self.state.decide_group_set(
+            group, now, out, mode=mode, initial=initial, client_timeout_ms=client_timeout_ms,
+            actor=actor))
+        return {"consumer_group": group, "mode": g.mode, "initial": g.initial,
+                "client_timeout_ms": g.client_timeout_ms}
+
+    def group_delete(self, group: str, *, actor: str | None = None) -> dict[str, Any]:
+        check_name(group, "group")
+        n, _ = self._run(lambda out, now: self.state.decide_delete_group(group, actor, now, out))
+        return {"consumer_group": group, "queues_deleted": n}
+
+    def pull(
+        self, group: str, topic: str, queue_id: int, *, client: str | None = None,
+        max_count: int = 32,
+    ) -> PullResult:
+        from ledger.commands import check_pull
+
+        check_pull(group, topic, queue_id, client, max_count)
+        result, _ = self._run(lambda out, now: self.state.decide_pull(
+            group, topic, queue_id, client, max_count, now, self.settings.offsets_retention_ms,
+            out))
+        return result
+
+    def commit(
+        self, group: str, topic: str, queue_id: int, offset: int, *, client: str | None = None,
+        generation: int | None = None,
+    ) -> CommitResult:
+        from ledger.commands import check_commit
+
+        check_commit(group, topic, queue_id, offset, client, generation)
+        result, _ = self._run(lambda out, now: self.state.decide_commit(
+            group, topic, queue_id, offset, client, generation, now,
+            self.settings.offsets_retention_ms, out))
+        return result
+
+    def committed(self, group: str, topic: str, queue_id: int) -> int | None:
+        """Current committed offset from memory (the microsecond lookup)."""
+        return self.state.committed((group, topic, queue_id), self.now_ms())
+
+    def sync(self, entries: Iterable[tuple[str, str, int, int]], *, source: str,
+             broadcast_groups: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Overwrite offsets from a snapshot (one batch, all or nothing)."""
+        check_name(source.replace(":", "_").replace("/", "_") or "x", "sync source")
+        rows = []
+        for group, topic, queue_id, offset in entries:
+            rows.append((check_name(group, "group"), check_name(topic, "topic"),
+                         check_queue_id(queue_id), check_offset(offset)))
+        bgroups = sorted(set(broadcast_groups))
+
+        def decide(out: list[Event], now: int) -> list:
+            for g in bgroups:
+                if not self.state.is_broadcast(g):
+                    self.state.decide_group_set(g, now, out, mode="broadcast",
+                                                actor=f"sync:{source}")
+            return self.state.decide_sync(rows, source, now, out)
+
+        changes, _ = self._run(decide)
+        return [{"consumer_group": g, "topic": t, "queue_id": q, "from_offset": a, "to_offset": b}
+                for g, t, q, a, b in changes]
+
+    # ------------------------------------------------------------------ reset
+    def reset(
+        self, group: str, scenario: Scenario, *, scope: Scope | None = None,
+        targets: dict[tuple[str, str, int], int] | None = None, backward_only: bool = False,
+        actor: str | None = None, reason: str | None = None,
+    ) -> ResetPlan:
+        """Plan a reset (dry run); `.execute()` applies it."""
+        check_name(group, "group")
+        if actor is not None:
+            check_name(actor, "actor")
+        now = self.now_ms()
+        skipped: list[tuple[str, int]] = []
+        if scenario.mode == "from_file":
+            if targets is None:
+                raise InvalidInput("reset --from-file needs targets")
+            keys = sorted(k for k in targets if k[0] == group)
+        else:
+            if scope is None:
+                raise InvalidInput("reset needs a scope: --topic T, --topic T:0,1 or --all-topics")
+            keys = scope_keys(self.state, group, scope)
+        if scenario.mode == "to_state_at":
+            at = self.state_at(ts=scenario.value, group=group)
+            past = {(r["consumer_group"], r["topic"], r["queue_id"]): r["committed_offset"]
+                    for r in at.to_pylist()}
+            skipped = [(k[1], k[2]) for k in keys if k not in past]
+            targets = past
+        items = plan_reset(self.state, group, keys, scenario, now, backward_only=backward_only,
+                           targets=targets)
+        return ResetPlan(self, group, scenario, tuple(items), actor, reason, backward_only,
+                         tuple(skipped))
+
+    def _execute_plan(self, plan: ResetPlan) -> int:
+        detail = reset_detail(plan.scenario, plan.reason, plan.backward_only)
+        _, last = self._run(lambda out, now: self.state.decide_reset(
+            plan.items, plan.actor, detail, now, out))
+        return last
+
+    # ------------------------------------------------------------------ retention
+    def retention(
+        self, *, offsets_retention_ms: int | None = None, log_retention_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Expire idle offsets; retire old segments already covered by a checkpoint."""
+        ret = offsets_retention_ms or self.settings.offsets_retention_ms
+        expired, _ = self._run(lambda out, now: self.state.decide_expire_all(now, ret, out))
+        retired: dict[str, Any] = {"segments_deleted": 0}
+        if log_retention_ms is not None:
+            if not self.log.checkpoints() or self.log.checkpoints()[-1] < self.log.next_seq:
+                self.log.roll()
+                self._checkpoint()
+            covered = self.log.checkpoints()[-1]
+            r = self.log.retain(covered_seq=covered, age_ms_max=log_retention_ms)
+            retired = {"segments_deleted": len(r.deleted), "log_start_seq": self.log.start_seq}
+        return {"offsets_expired": expired, **retired}
+
+    # ------------------------------------------------------------------ batch apply
+    def apply(self, commands: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        """Apply commands (dicts, or decode errors) in batches; yield one result per command,
+        each only once its events are durable."""
+        from ledger.commands import run_command
+
+        self._check_writable()
+        batch_max = self.settings.apply_batch_commands
+        pending: list[tuple[dict[str, Any], int, int]] = []  # (result, first event, n events)
+        events: list[Event] = []
+        for line_no, cmd in enumerate(commands, start=1):
+            if events and isinstance(cmd, dict) and cmd.get("op") == "reset":
+                # a reset plans against the log (to-state-at): make the batch durable first
+                yield from self._flush_apply(pending, events)
+                pending, events = [], []
+            before = len(events)
+            result = run_command(self, cmd, line_no, events)
+            pending.append((result, before, len(events) - before))
+            if len(pending) >= batch_max:
+                yield from self._flush_apply(pending, events)
+                pending, events = [], []
+        yield from self._flush_apply(pending, events)
+
+    def _flush_apply(self, pending: list, events: list[Event]) -> Iterator[dict[str, Any]]:
+        first = self._append(events)
+        for result, start, n in pending:
+            if n and "error" not in result:
+                result["seq"] = first + start + n - 1
+            yield result
+
+    # ------------------------------------------------------------------ reads
+    def _ready_view(self) -> View:
+        self.flush_view()
+        self.view.set_clock(self.now_ms())
+        segs = tuple(self.log.segment_paths())
+        self.view.refresh_events(segs, self.log.tail())
+        return self.view
+
+    def sql(self, query: str) -> pa.Table:
+        """Read-only SQL over offsets, client_offsets, queues, groups, progress, events."""
+        from ledger.commands import check_read_only_sql
+
+        check_read_only_sql(query)
+        view = self._ready_view()
+        try:
+            return view.con.execute(query).fetch_arrow_table()
+        except Exception as e:  # duckdb raises many types; the message names the problem
+            raise InvalidInput(f"sql error: {str(e).splitlines()[0]}") from None
+
+    def _query(self, query: str, params: list | None = None) -> list[dict[str, Any]]:
+        view = self._ready_view()
+        return view.con.execute(query, params or []).fetch_arrow_table().to_pylist()
+
+    def progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+        check_name(group, "group")
+        cond, params = "consumer_group = ?", [group]
+        if topic is not None:
+            cond += " AND topic = ?"
+            params.append(check_name(topic, "topic"))
+        return self._query(
+            "SELECT topic, queue_id, min_offset, max_offset, committed_offset, pulled_offset, "
+            "lag, inflight, ready, generation, last_update_ts AS last_update, behind_retention "
+            f"FROM progress WHERE {cond} ORDER BY topic, queue_id", params)
+
+    def groups(self) -> list[dict[str, Any]]:
+        return self._query(
+            "WITH names AS (SELECT consumer_group FROM groups UNION "
+            "SELECT consumer_group FROM progress) "
+            "SELECT n.consumer_group, coalesce(g.mode, 'clustering') AS mode, "
+            "count(p.queue_id)::BIGINT AS queues, sum(p.lag)::BIGINT AS lag, "
+            "max(p.last_update_ts) AS last_update "
+            "FROM names n LEFT JOIN groups g USING (consumer_group) "
+            "LEFT JOIN progress p USING (consumer_group) GROUP BY ALL ORDER BY 1")
+
+    def queues(self, topic: str | None = None) -> list[dict[str, Any]]:
+        cond, params = "", []
+        if topic is not None:
+            cond, params = "WHERE topic = ?", [check_name(topic, "topic")]
+        return self._query(
+            f"SELECT topic, queue_id, min_offset, max_offset FROM queues {cond} "
+            "ORDER BY topic, queue_id", params)
+
+    def history(
+        self, *, group: str | None = None, topic: str | None = None, queue_id: int | None = None,
+        kind: str | None = None, since_ms: int | None = None, until_ms: int | None = None,
+        limit: int | None = None,
+    ) -> pa.Table:
+        """Matching events, oldest first; `limit` keeps the newest N."""
+        conds, params = [], []
+        for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id),
+                         ("kind", kind)):
+            if val is not None:
+                conds.append(f"{col} = ?")
+                params.append(val)
+        if since_ms is not None:
+            self._check_history_from(since_ms)
+            conds.append("ts >= ?")
+            params.append(since_ms)
+        if until_ms is not None:
+            conds.append("ts <= ?")
+            params.append(until_ms)
+        where = ("WHERE " + " AND ".join(conds)) if conds else ""
+        inner = f"SELECT * FROM events {where} ORDER BY seq DESC"
+        if limit is not None:
+            inner += f" LIMIT {int(limit)}"
+        view = self._ready_view()
+        return view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq", params).fetch_arrow_table()
+
+    def _check_history_from(self, ts: int) -> None:
+        if self.log.start_seq > 0:
+            segs = self.log.segments()
+            earliest = segs[0].ts_min if segs else self.state.last_ts
+            if ts < earliest:
+                raise HistoryUnavailable(
+                    f"history before {earliest} ms (seq {self.log.start_seq}) was retired by log "
+                    f"retention; the earliest point still answerable is seq {self.log.start_seq}")
+
+    def offsets_for_time(self, topic: str, ts: int) -> list[dict[str, Any]]:
+        """Per queue of `topic`: the first message stored at or after `ts` (None when none)."""
+        check_name(topic, "topic")
+        return [{"topic": t, "queue_id": q, "offset": qs.offset_for_time(ts)}
+                for (t, q), qs in sorted(self.state.queues.items()) if t == topic]
+
+    def state_at(
+        self, *, ts: int | None = None, seq: int | None = None, group: str | None = None,
+    ) -> pa.Table:
+        """Committed offsets as of ledger time `ts` (events with ts <= it) or log position `seq`
+        (events before it): from the newest checkpoint at or before it plus the log, in DuckDB."""
+        if (ts is None) == (seq is None):
+            raise InvalidInput("state_at needs exactly one of ts or seq")
+        end = self.log.next_seq
+        if seq is not None:
+            seq_to = min(check_offset(seq, "seq"), end)
+            at_ts = self._ts_before(seq_to)
+        else:
+            seq_to = self._first_seq_after(ts)
+            at_ts = ts
+        cps = [c for c in self.log.checkpoints() if c <= seq_to]
+        start = self.log.start_seq
+        if not cps and start > 0:
+            raise HistoryUnavailable(
+                f"state before seq {start} is no longer answerable (log retention); "
+                f"the earliest point still answerable is seq {start}")
+        cp = cps[-1] if cps else 0
+        cp_path = self.log.checkpoint_path(cp) if cps else None
+        view = self._ready_view()
+        source = segments_source(
+            [s.path for s in self.log.segments() if s.end_seq > cp and s.base_seq < seq_to],
+            "events_tail")
+        sql = state_at_sql(source, cp_path, cp, seq_to, at_ts, group)
+        return view.con.execute(sql).fetch_arrow_table()
+
+    def _first_seq_after(self, ts: int) -> int:
+        """The first seq whose ts is > `ts` (ts never goes backwards along the log)."""
+        for s in self.log.segments():
+            if s.ts_max > ts:
+                t = self.log.read(seq_gte=s.base_seq, seq_lt=s.end_seq, columns=["seq", "ts"])
+                return _first_after(t, ts, s.base_seq)
+        tail = self.log.tail()
+        base = self.log.segments()[-1].end_seq if self.log.segments() else self.log.start_seq
+        return _first_after(tail.select(["seq", "ts"]), ts, base if tail.num_rows else
+                            self.log.next_seq)
+
+    def _ts_before(self, seq_to: int) -> int:
+        if seq_to <= self.log.start_seq:
+            return 0
+        t = self.log.read(seq_gte=seq_to - 1, seq_lt=seq_to, columns=["ts"])
+        return t.column("ts")[0].as_py() if t.num_rows else self.state.last_ts
+
+    def snapshot(self, group: str | None = None) -> list[tuple[str, str, int, int, int]]:
+        """Current committed offsets from memory, same shape as `state_at` rows."""
+        return snapshot_rows(self.state, self.now_ms(), group)
+
+    def rebuild(self) -> None:
+        """Recreate the view from the newest checkpoint plus the log."""
+        self._check_writable()
+        self.state = _load_state(self.log)
+        self.view.write_full(self.state, self.log.next_seq)
+
+    def export_csv(self, group: str) -> str:
+        """Kafka's reset CSV (topic,partition,offset) of the group's current committed offsets."""
+        check_name(group, "group")
+        rows = snapshot_rows(self.state, self.now_ms(), group)
+        return "".join(f"{t},{q},{o}\n" for _, t, q, o, _ in rows)
+
+
+def _first_after(t: pa.Table, ts: int, default: int) -> int:
+    import pyarrow.compute as pc
+
+    if t.num_rows == 0:
+        return default
+    mask = pc.greater(t.column("ts"), ts)
+    idx = pc.index(mask, True).as_py()
+    if idx < 0:
+        return t.column("seq")[-1].as_py() + 1
+    return t.column("seq")[idx].as_py()
+
+
+def _log_settings(cfg: LedgerSettings) -> LogSettings:
+    return LogSettings(
+        segment_events_max=cfg.segment_events_max, segment_bytes_max=cfg.segment_bytes_max,
+        segment_age_ms_max=cfg.segment_age_ms_max, durability=cfg.durability,
+    )
+
+
+def _load_state(log: SegmentedLog) -> State:
+    """Newest checkpoint at or before the log end, then the log from there."""
+    cps = [c for c in log.checkpoints() if c <= log.next_seq]
+    state = State()
+    start = 0
+    if cps:
+        start = cps[-1]
+        state = table_to_state(log.read_checkpoint(start))
+    elif log.start_seq > 0:
+        raise HistoryUnavailable(
+            f"log starts at seq {log.start_seq} but no checkpoint covers it: cannot rebuild state")
+    data = log.read(seq_gte=start)
+    if data.num_rows:
+        state.apply_columns(data.to_pydict())
+    return state
+

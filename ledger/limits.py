@@ -1,0 +1,47 @@
+"""Every limit in one place (TigerBeetle's "put a limit on everything") and the checks using them."""
+
+from __future__ import annotations
+
+import re
+
+from ledger.errors import InvalidInput
+
+NAME_LENGTH_MAX = 249
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._\-%|]{1,249}")
+QUEUE_ID_MAX = 2**31 - 1
+OFFSET_MAX = 2**63 - 1
+APPEND_COUNT_MAX = 2**31 - 1
+PULL_MAX = 1_000_000
+GENERATION_MAX = 2**31 - 1
+CLIENT_TIMEOUT_MS_DEFAULT = 120_000
+OFFSETS_RETENTION_MS_DEFAULT = 7 * 24 * 3600 * 1000
+APPLY_BATCH_COMMANDS_MAX = 65_536
+REASON_LENGTH_MAX = 4096
+TS_MAX = 2**62
+
+
+def check_name(value: object, what: str) -> str:
+    """A group, topic, client or actor name: 1-249 characters of A-Z a-z 0-9 . _ - % |."""
+    if not isinstance(value, str) or NAME_PATTERN.fullmatch(value) is None:
+        shown = repr(value) if not isinstance(value, str) or len(value) < 80 else repr(value[:80])
+        raise InvalidInput(
+            f"invalid {what} {shown}: use 1-{NAME_LENGTH_MAX} characters of A-Z a-z 0-9 . _ - % |"
+        )
+    return value
+
+
+def check_int(value: object, what: str, lo: int, hi: int) -> int:
+    """An integer in [lo, hi]; bools and floats are refused (JSON `true` is not an offset)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"invalid {what} {value!r}: expected an integer")
+    if value < lo or value > hi:
+        raise InvalidInput(f"invalid {what} {value}: must be between {lo} and {hi}")
+    return value
+
+
+def check_offset(value: object, what: str = "offset") -> int:
+    return check_int(value, what, 0, OFFSET_MAX)
+
+
+def check_queue_id(value: object) -> int:
+    return check_int(value, "queue id", 0, QUEUE_ID_MAX)

@@ -1,0 +1,66 @@
+"""Settings of a data directory, persisted in `settings.json` so every later command uses them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from ledger.errors import InvalidInput
+from ledger.limits import OFFSETS_RETENTION_MS_DEFAULT
+
+SETTINGS_FILE = "settings.json"
+DURABILITIES = ("always", "batch", "none")
+
+
+class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    segment_events_max: int = 1_000_000
+    segment_bytes_max: int = 128 * 1024 * 1024
+    segment_age_ms_max: int = 3_600_000
+    durability: str = "always"
+    offsets_retention_ms: int = OFFSETS_RETENTION_MS_DEFAULT
+    view_flush_batches: int = 16
+    view_flush_ms: int = 1000
+    apply_batch_commands: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.durability not in DURABILITIES:
+            raise InvalidInput(
+                f"invalid durability {self.durability!r}: use one of {', '.join(DURABILITIES)}")
+        for name in ("segment_events_max", "segment_bytes_max", "segment_age_ms_max",
+                     "offsets_retention_ms", "view_flush_batches", "view_flush_ms",
+                     "apply_batch_commands"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise InvalidInput(f"invalid {name.replace('_', '-')} {v!r}: must be a positive integer")
+        if self.segment_bytes_max < 4096:
+            raise InvalidInput(f"invalid segment-bytes {self.segment_bytes_max}: at least 4096")
+
+
+def load(root: Path) -> LedgerSettings:
+    path = root / SETTINGS_FILE
+    if not path.exists():
+        return LedgerSettings()
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=LedgerSettings)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise InvalidInput(f"unreadable settings file {path}: {e}") from None
+
+
+def save(root: Path, settings: LedgerSettings) -> None:
+    """Write atomically: a torn settings file must never be what the next command reads."""
+    import os
+
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / (SETTINGS_FILE + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(msgspec.json.format(msgspec.json.encode(settings)))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, root / SETTINGS_FILE)
+
+
+def merged(root: Path, overrides: dict) -> LedgerSettings:
+    base = load(root)
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return LedgerSettings(**{**msgspec.structs.asdict(base), **clean}) if clean else base

@@ -1,0 +1,125 @@
+"""Point-in-time questions answered in DuckDB over checkpoint + segments (DESIGN.md, Spark/replay).
+
+The state at a point is the latest committed-setting event per key at or before it (events
+carry their results), overlaid on the newest checkpoint at or before it, plus the broadcast
+minimum over clients active within the group's client timeout. Spark's replay computes the
+same query; `state.snapshot_rows` is the pure definition both are tested against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STATE_AT_SQL = """
+WITH
+cp AS (SELECT * FROM {checkpoint}),
+ev AS (
+    SELECT seq, ts, kind, consumer_group, topic, queue_id, "offset", generation, client_id, detail
+    FROM ({source}) src
+    WHERE seq >= {seq_from} AND seq < {seq_to}
+      AND kind NOT IN ('queue_append', 'queue_truncate', 'reset_refused')
+),
+cfg AS (
+    SELECT consumer_group, detail, kind FROM (
+        SELECT consumer_group, detail, kind, seq FROM ev
+        WHERE kind = 'group_config' OR (kind = 'delete' AND topic IS NULL)
+        UNION ALL
+        SELECT consumer_group, detail, 'group_config' AS kind, -1 AS seq FROM cp WHERE "row" = 'group'
+    )
+    QUALIFY row_number() OVER (PARTITION BY consumer_group ORDER BY seq DESC) = 1
+),
+modes AS (
+    SELECT consumer_group,
+           json_extract_string(detail, '$.mode') AS mode,
+           CAST(json_extract(detail, '$.client_timeout_ms') AS BIGINT) AS client_timeout_ms
+    FROM cfg WHERE kind = 'group_config'
+),
+pos_ev AS (
+    SELECT e.*, CASE WHEN m.mode = 'broadcast' AND e.client_id IS NOT NULL
+                     THEN e.client_id END AS ckey
+    FROM ev e LEFT JOIN modes m USING (consumer_group)
+    WHERE e.topic IS NOT NULL AND e.kind <> 'group_config'
+),
+setting AS (
+    SELECT consumer_group, topic, queue_id, ckey, "offset" AS committed, generation, seq
+    FROM pos_ev WHERE kind IN ('initial', 'commit', 'reset', 'sync', 'clamp', 'expire', 'delete')
+    UNION ALL
+    SELECT consumer_group, topic, queue_id, client_id AS ckey, committed, generation, -1 AS seq
+    FROM cp WHERE "row" IN ('position', 'client')
+),
+latest AS (
+    SELECT * FROM setting
+    QUALIFY row_number() OVER (
+        PARTITION BY consumer_group, topic, queue_id, ckey ORDER BY seq DESC) = 1
+),
+deletes AS (
+    SELECT consumer_group, topic, queue_id, max(seq) AS delete_seq
+    FROM pos_ev WHERE kind = 'delete' AND ckey IS NULL GROUP BY ALL
+),
+activity AS (
+    SELECT consumer_group, topic, queue_id, ckey, max(ts) AS last_active_ts FROM (
+        SELECT consumer_group, topic, queue_id, ckey, ts FROM pos_ev
+        WHERE kind IN ('commit', 'pull', 'initial')
+        UNION ALL
+        SELECT consumer_group, topic, queue_id, client_id, last_active_ts FROM cp
+        WHERE "row" = 'client'
+    ) GROUP BY ALL
+),
+clients AS (
+    SELECT l.consumer_group, l.topic, l.queue_id, l.committed, l.generation, a.last_active_ts
+    FROM latest l
+    JOIN modes m USING (consumer_group)
+    LEFT JOIN deletes d USING (consumer_group, topic, queue_id)
+    LEFT JOIN activity a USING (consumer_group, topic, queue_id, ckey)
+    WHERE l.ckey IS NOT NULL AND m.mode = 'broadcast'
+      AND (d.delete_seq IS NULL OR l.seq > d.delete_seq)
+),
+broadcast AS (
+    SELECT c.consumer_group, c.topic, c.queue_id,
+           min(c.committed) FILTER (
+               WHERE c.committed IS NOT NULL
+                 AND {at_ts} - c.last_active_ts <= m.client_timeout_ms) AS live_committed,
+           max(c.generation) AS generation
+    FROM clients c JOIN modes m USING (consumer_group)
+    GROUP BY ALL
+),
+base AS (SELECT * FROM latest WHERE ckey IS NULL),
+keys AS (
+    SELECT consumer_group, topic, queue_id FROM base
+    UNION SELECT consumer_group, topic, queue_id FROM broadcast
+)
+SELECT k.consumer_group, k.topic, k.queue_id,
+       CASE WHEN m.mode = 'broadcast' THEN coalesce(b.live_committed, base.committed)
+            ELSE base.committed END AS committed_offset,
+       CAST(coalesce(base.generation, b.generation, 0) AS INTEGER) AS generation
+FROM keys k
+LEFT JOIN base USING (consumer_group, topic, queue_id)
+LEFT JOIN broadcast b USING (consumer_group, topic, queue_id)
+LEFT JOIN modes m USING (consumer_group)
+WHERE committed_offset IS NOT NULL {group_filter}
+ORDER BY k.consumer_group, k.topic, k.queue_id
+"""
+
+EMPTY_CHECKPOINT = (
+    "(SELECT NULL::VARCHAR AS \"row\", NULL::VARCHAR AS consumer_group, NULL::VARCHAR AS topic, "
+    "NULL::INTEGER AS queue_id, NULL::VARCHAR AS client_id, NULL::BIGINT AS committed, "
+    "NULL::INTEGER AS generation, NULL::BIGINT AS last_active_ts, NULL::VARCHAR AS detail "
+    "WHERE false)"
+)
+
+
+def quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def state_at_sql(
+    source: str, checkpoint: Path | None, seq_from: int, seq_to: int, at_ts: int,
+    group: str | None = None,
+) -> str:
+    """The state-at query for events [seq_from, seq_to) over `checkpoint` (state at seq_from)."""
+    cp = f"read_parquet({quote(str(checkpoint))})" if checkpoint is not None else EMPTY_CHECKPOINT
+    group_filter = f"AND k.consumer_group = {quote(group)}" if group is not None else ""
+    return STATE_AT_SQL.format(
+        checkpoint=cp, source=source, seq_from=int(seq_from), seq_to=int(seq_to),
+        at_ts=int(at_ts), group_filter=group_filter,
+    )

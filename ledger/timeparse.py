@@ -1,0 +1,72 @@
+"""Times and durations as users type them: ISO-8601 (no zone = UTC, as Kafka), epoch ms
+(as RocketMQ's -s), `now`; ISO-8601 durations (PT1M, P7D). Output times are ISO-8601 UTC."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from ledger.errors import InvalidInput
+from ledger.limits import TS_MAX
+
+_DURATION = re.compile(
+    r"P(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
+    r"(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d{1,3})?)S)?)?"
+)
+
+
+def parse_time(text: object, now_ms: Callable[[], int] | int | None = None) -> int:
+    """Epoch ms from ISO-8601, epoch ms digits, or `now`."""
+    if isinstance(text, bool):
+        raise InvalidInput(f"invalid time {text!r}")
+    if isinstance(text, int):
+        value = text
+    elif isinstance(text, str):
+        s = text.strip()
+        if s == "now":
+            if now_ms is None:
+                raise InvalidInput("time 'now' is not available here")
+            return now_ms() if callable(now_ms) else now_ms
+        if re.fullmatch(r"-?\d+", s):
+            value = int(s)
+        else:
+            try:
+                dt = datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)
+            except ValueError:
+                raise InvalidInput(
+                    f"invalid time {text!r}: use ISO-8601 (2026-11-20T10:00:00), epoch ms or now"
+                ) from None
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=timezone.utc)
+            value = int(dt.timestamp() * 1000)
+    else:
+        raise InvalidInput(f"invalid time {text!r}")
+    if value < 0 or value > TS_MAX:
+        raise InvalidInput(f"invalid time {text!r}: out of range")
+    return value
+
+
+def parse_duration(text: object) -> int:
+    """Milliseconds of an ISO-8601 duration (PT1M, P7D, PT0.5S)."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"invalid duration {text!r}: use ISO-8601 like PT1M or P7D")
+    m = _DURATION.fullmatch(text.strip().upper())
+    if m is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise InvalidInput(f"invalid duration {text!r}: use ISO-8601 like PT1M or P7D")
+    parts = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
+    ms = (
+        parts["weeks"] * 7 * 86_400_000 + parts["days"] * 86_400_000
+        + parts["hours"] * 3_600_000 + parts["minutes"] * 60_000 + parts["seconds"] * 1000
+    )
+    if ms > TS_MAX:
+        raise InvalidInput(f"invalid duration {text!r}: too long")
+    return int(ms)
+
+
+def iso(ms: int | None) -> str | None:
+    """ISO-8601 UTC with milliseconds."""
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
