@@ -93,7 +93,7 @@ def table_to_state(table: pa.Table) -> State:
             q.index_store_ts.append(r["store_ts"])
             q.index_offset.append(r["min_offset"])
         elif kind == "group":
-            state.groups[r["consumer_group"]] = GroupSettings.from_json(r["detail"])
+            state.set_group(r["consumer_group"], GroupSettings.from_json(r["detail"]))
         elif kind == "position":
             state.positions[(r["consumer_group"], r["topic"], r["queue_id"])] = _position(r)
         elif kind == "client":

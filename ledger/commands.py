@@ -10,16 +10,20 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import InvalidInput, LedgerError
-from ledger.events import Event
+from ledger.events import EventBuffer
 from ledger.limits import (
     APPEND_COUNT_MAX,
     GENERATION_MAX,
+    OFFSET_MAX,
     PULL_MAX,
+    QUEUE_ID_MAX,
     REASON_LENGTH_MAX,
+    TS_MAX,
     check_int,
     check_name,
     check_offset,
     check_queue_id,
+    is_known_name,
 )
 from ledger.reset import SCENARIOS, Scenario, Scope
 from ledger.timeparse import parse_duration, parse_time
@@ -34,9 +38,10 @@ MODES = ("clustering", "broadcast")
 def check_group_settings(mode: str | None, initial: str | None, timeout_ms: int | None) -> None:
     if mode is not None and mode not in MODES:
         raise InvalidInput(f"invalid mode {mode!r}: use clustering or broadcast")
-    if initial is not None and initial not in ("latest", "earliest"):
-        if not (isinstance(initial, str) and re.fullmatch(r"timestamp:\d+", initial)):
-            raise InvalidInput(
+    if initial is not None and initial not in ("latest", "earliest") and not (
+        isinstance(initial, str) and re.fullmatch(r"timestamp:\d+", initial)
+    ):
+        raise InvalidInput(
                 f"invalid initial policy {initial!r}: use latest, earliest or timestamp:TIME")
     if timeout_ms is not None:
         check_int(timeout_ms, "client timeout", 1, 10**12)
@@ -63,8 +68,9 @@ def check_commit(group: str, topic: str, queue_id: int, offset: int, client: str
         check_int(generation, "generation", 0, GENERATION_MAX)
 
 
-_READ_ONLY = re.compile(r"^\s*(\(\s*)*(select|with|from|values|describe|show|summarize|explain|pivot|unpivot|table)\b",
-                        re.IGNORECASE)
+_READ_ONLY = re.compile(
+    r"^\s*(\(\s*)*(select|with|from|values|describe|show|summarize|explain|pivot|unpivot|table)\b",
+    re.IGNORECASE)
 _WRITES = re.compile(
     r"\b(insert|update|delete|create|drop|alter|attach|detach|copy|export|import|install|load|"
     r"pragma|set|reset|call|checkpoint|vacuum|truncate|merge|use)\b", re.IGNORECASE)
@@ -109,12 +115,16 @@ def scenario_from(cmd: dict[str, Any], now_ms: int) -> Scenario:
     raise InvalidInput(f"reset scenario {mode} is not available in apply")
 
 
-def run_command(ledger: Ledger, cmd: Any, line_no: int, events: list[Event]) -> dict[str, Any]:
+def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer) -> dict[str, Any]:
     """Run one apply line, folding its events into `events`; errors become the line's result."""
     if not isinstance(cmd, dict):
         msg = str(cmd) if isinstance(cmd, LedgerError) else f"line is not a JSON object: {cmd!r:.80}"
         return {"line": line_no, "error": msg}
     op = cmd.get("op")
+    if op == "commit" or op == "pull":
+        fast = _fast(ledger, op, cmd, events)
+        if fast is not None:
+            return {"line": line_no, "op": op, **fast}
     try:
         if op not in OPS:
             raise InvalidInput(f"unknown op {op!r}: use one of {', '.join(OPS)}")
@@ -126,8 +136,37 @@ def run_command(ledger: Ledger, cmd: Any, line_no: int, events: list[Event]) -> 
     return {"line": line_no, "op": op, **out}
 
 
+def _fast(ledger: Ledger, op: str, cmd: dict[str, Any], events: EventBuffer) -> dict | None:
+    """The hot path for well-formed commits and pulls with already-seen names; None means
+    "take the general path", which validates and decides everything."""
+    group, topic, qid, client = cmd.get("group"), cmd.get("topic"), cmd.get("queue_id"), cmd.get("client")
+    if not (is_known_name(group) and is_known_name(topic) and type(qid) is int
+            and 0 <= qid <= QUEUE_ID_MAX and (client is None or is_known_name(client))):
+        return None
+    state, retention = ledger.state, ledger.settings.offsets_retention_ms
+    ts = cmd.get("ts")
+    if ts is None:
+        now = ledger.now_ms()
+    elif type(ts) is int and 0 <= ts <= TS_MAX:
+        now = ts if ts > state.last_ts else state.last_ts
+    else:
+        return None
+    if op == "commit":
+        offset = cmd.get("offset")
+        if (type(offset) is not int or offset < 0 or offset > OFFSET_MAX
+                or cmd.get("generation") is not None):
+            return None
+        done = state.fast_commit(group, topic, qid, offset, client, now, retention, events)
+        return None if done is None else {"accepted": True, "reason": None, "offset": done}
+    max_count = cmd.get("max", 32)
+    if client is None or type(max_count) is not int or not 1 <= max_count <= PULL_MAX:
+        return None
+    r = state.fast_pull(group, topic, qid, client, max_count, now, retention, events)
+    return None if r is None else {"next_offset": r[0], "generation": r[1], "count": r[2]}
+
+
 def _dispatch(ledger: Ledger, op: str, cmd: dict[str, Any], now: int,
-              events: list[Event]) -> dict[str, Any]:
+              events: EventBuffer) -> dict[str, Any]:
     state = ledger.state
     retention = ledger.settings.offsets_retention_ms
     if op == "queue_append":

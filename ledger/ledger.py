@@ -19,7 +19,7 @@ import pyarrow as pa
 from ledger import settings as settings_mod
 from ledger.checkpoint import state_to_table, table_to_state
 from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerUnusable
-from ledger.events import EVENT_SCHEMA, Event, to_record_batch
+from ledger.events import EVENT_SCHEMA, EventBuffer
 from ledger.limits import check_name, check_offset, check_queue_id
 from ledger.reset import Scenario, Scope, plan_reset, reset_detail, scope_keys
 from ledger.settings import LedgerSettings
@@ -155,13 +155,13 @@ class Ledger:
         if self._unusable is not None:
             raise LedgerUnusable(self._unusable)
 
-    def _append(self, events: list[Event]) -> int:
+    def _append(self, events: EventBuffer) -> int:
         """Make `events` (already folded into the state) durable; returns their first seq."""
         first = self.log.next_seq
         if not events:
             return first
         try:
-            result = self.log.append(to_record_batch(events, first_seq=first))
+            result = self.log.append(events.to_record_batch(first))
         except BaseException as e:
             self._unusable = (
                 f"a write failed ({e}); the in-memory state is ahead of the log: reopen the ledger"
@@ -187,10 +187,10 @@ class Ledger:
         self._batches_since_flush = 0
         self._last_flush = time.monotonic()
 
-    def _run(self, fn: Callable[[list[Event], int], Any]) -> tuple[Any, int]:
+    def _run(self, fn: Callable[[EventBuffer, int], Any]) -> tuple[Any, int]:
         """One command as its own batch: decide (folding as it goes), append, acknowledge."""
         self._check_writable()
-        events: list[Event] = []
+        events = EventBuffer()
         result = fn(events, self.now_ms())
         first = self._append(events)
         return result, first + len(events) - 1
@@ -272,7 +272,7 @@ class Ledger:
                          check_queue_id(queue_id), check_offset(offset)))
         bgroups = sorted(set(broadcast_groups))
 
-        def decide(out: list[Event], now: int) -> list:
+        def decide(out: EventBuffer, now: int) -> list:
             for g in bgroups:
                 if not self.state.is_broadcast(g):
                     self.state.decide_group_set(g, now, out, mode="broadcast",
@@ -346,21 +346,21 @@ class Ledger:
         self._check_writable()
         batch_max = self.settings.apply_batch_commands
         pending: list[tuple[dict[str, Any], int, int]] = []  # (result, first event, n events)
-        events: list[Event] = []
+        events = EventBuffer()
         for line_no, cmd in enumerate(commands, start=1):
             if events and isinstance(cmd, dict) and cmd.get("op") == "reset":
                 # a reset plans against the log (to-state-at): make the batch durable first
                 yield from self._flush_apply(pending, events)
-                pending, events = [], []
-            before = len(events)
+                pending, events = [], EventBuffer()
+            before = len(events.columns[0])
             result = run_command(self, cmd, line_no, events)
-            pending.append((result, before, len(events) - before))
+            pending.append((result, before, len(events.columns[0]) - before))
             if len(pending) >= batch_max:
                 yield from self._flush_apply(pending, events)
-                pending, events = [], []
+                pending, events = [], EventBuffer()
         yield from self._flush_apply(pending, events)
 
-    def _flush_apply(self, pending: list, events: list[Event]) -> Iterator[dict[str, Any]]:
+    def _flush_apply(self, pending: list, events: EventBuffer) -> Iterator[dict[str, Any]]:
         first = self._append(events)
         for result, start, n in pending:
             if n and "error" not in result:
@@ -382,13 +382,13 @@ class Ledger:
         check_read_only_sql(query)
         view = self._ready_view()
         try:
-            return view.con.execute(query).fetch_arrow_table()
+            return _arrow(view.con.execute(query))
         except Exception as e:  # duckdb raises many types; the message names the problem
             raise InvalidInput(f"sql error: {str(e).splitlines()[0]}") from None
 
     def _query(self, query: str, params: list | None = None) -> list[dict[str, Any]]:
         view = self._ready_view()
-        return view.con.execute(query, params or []).fetch_arrow_table().to_pylist()
+        return _arrow(view.con.execute(query, params or [])).to_pylist()
 
     def progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
         check_name(group, "group")
@@ -443,7 +443,7 @@ class Ledger:
         if limit is not None:
             inner += f" LIMIT {int(limit)}"
         view = self._ready_view()
-        return view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq", params).fetch_arrow_table()
+        return _arrow(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq", params))
 
     def _check_history_from(self, ts: int) -> None:
         if self.log.start_seq > 0:
@@ -487,7 +487,7 @@ class Ledger:
             [s.path for s in self.log.segments() if s.end_seq > cp and s.base_seq < seq_to],
             "events_tail")
         sql = state_at_sql(source, cp_path, cp, seq_to, at_ts, group)
-        return view.con.execute(sql).fetch_arrow_table()
+        return _arrow(view.con.execute(sql))
 
     def _first_seq_after(self, ts: int) -> int:
         """The first seq whose ts is > `ts` (ts never goes backwards along the log)."""
@@ -521,6 +521,17 @@ class Ledger:
         check_name(group, "group")
         rows = snapshot_rows(self.state, self.now_ms(), group)
         return "".join(f"{t},{q},{o}\n" for _, t, q, o, _ in rows)
+
+
+def _arrow(cursor: Any) -> pa.Table:
+    """The result as Arrow: DuckDB 2 renamed `fetch_arrow_table` to `to_arrow_table` (and warns
+    about the copy a DB-API result makes, which these small results can afford)."""
+    import warnings
+
+    fetch = getattr(cursor, "to_arrow_table", None) or cursor.fetch_arrow_table
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return fetch()
 
 
 def _first_after(t: pa.Table, ts: int, default: int) -> int:

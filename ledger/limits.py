@@ -20,13 +20,26 @@ REASON_LENGTH_MAX = 4096
 TS_MAX = 2**62
 
 
+_VALID_NAMES: set[str] = set()
+_VALID_NAMES_MAX = 1 << 20
+
+
+def is_known_name(value: object) -> bool:
+    """True for a name already validated in this process (a set lookup, for the hot path)."""
+    return type(value) is str and value in _VALID_NAMES
+
+
 def check_name(value: object, what: str) -> str:
     """A group, topic, client or actor name: 1-249 characters of A-Z a-z 0-9 . _ - % |."""
+    if type(value) is str and value in _VALID_NAMES:  # the hot path: names repeat across commands
+        return value  # type: ignore[return-value]
     if not isinstance(value, str) or NAME_PATTERN.fullmatch(value) is None:
         shown = repr(value) if not isinstance(value, str) or len(value) < 80 else repr(value[:80])
         raise InvalidInput(
             f"invalid {what} {shown}: use 1-{NAME_LENGTH_MAX} characters of A-Z a-z 0-9 . _ - % |"
         )
+    if len(_VALID_NAMES) < _VALID_NAMES_MAX:
+        _VALID_NAMES.add(value)
     return value
 
 

@@ -100,7 +100,8 @@ def plan_reset(
             target = current if current is not None else q.max_offset  # type: ignore[union-attr]
         elif mode == "shift_by":
             if current is None:
-                raise InvalidInput(f"cannot shift-by on {name}: group {group!r} has no committed offset there")
+                raise InvalidInput(
+                    f"cannot shift-by on {name}: group {group!r} has no committed offset there")
             target = current + value  # type: ignore[operator]
         elif mode in ("to_datetime", "by_duration"):
             t = value if mode == "to_datetime" else now_ms - value  # type: ignore[operator]

@@ -16,19 +16,18 @@ from dataclasses import dataclass, field
 from ledger.errors import InvalidInput
 from ledger.events import (
     Clamp,
-    Commit,
     Delete,
     Event,
+    EventBuffer,
     Expire,
     GroupConfig,
     Initial,
-    Pull,
     QueueAppend,
     QueueTruncate,
     Reset,
     Sync,
 )
-from ledger.limits import CLIENT_TIMEOUT_MS_DEFAULT, OFFSETS_RETENTION_MS_DEFAULT
+from ledger.limits import CLIENT_TIMEOUT_MS_DEFAULT
 
 Key = tuple[str, str, int]  # (consumer_group, topic, queue_id)
 QueueKey = tuple[str, int]  # (topic, queue_id)
@@ -128,7 +127,7 @@ class State:
 
     __slots__ = (
         "queues", "groups", "positions", "clients", "last_ts", "events_applied",
-        "dirty_keys", "dirty_queues", "dirty_groups",
+        "dirty_keys", "dirty_queues", "dirty_groups", "_broadcast",
     )
 
     def __init__(self) -> None:
@@ -142,14 +141,25 @@ class State:
         self.dirty_keys: set[Key] = set()
         self.dirty_queues: set[QueueKey] = set()
         self.dirty_groups: set[str] = set()
+        self._broadcast: set[str] = set()  # groups in broadcast mode (a hot-path check)
 
     # ------------------------------------------------------------------ queries
     def group(self, name: str) -> GroupSettings:
         return self.groups.get(name) or GroupSettings()
 
     def is_broadcast(self, name: str) -> bool:
-        g = self.groups.get(name)
-        return g is not None and g.mode == BROADCAST
+        return name in self._broadcast
+
+    def set_group(self, name: str, settings: GroupSettings | None) -> None:
+        """Set (or with None remove) a group's settings, keeping the broadcast set in step."""
+        if settings is None:
+            self.groups.pop(name, None)
+        else:
+            self.groups[name] = settings
+        if settings is not None and settings.mode == BROADCAST:
+            self._broadcast.add(name)
+        else:
+            self._broadcast.discard(name)
 
     def committed(self, key: Key, now_ms: int | None = None) -> int | None:
         """The group's committed offset; for broadcast groups the minimum over live clients."""
@@ -242,10 +252,10 @@ class State:
         if kind == "group_config" or (kind == "delete" and topic is None):
             self.dirty_groups.add(group)  # type: ignore[arg-type]
         if kind == "group_config":
-            self.groups[group] = GroupSettings.from_json(detail)  # type: ignore[arg-type, index]
+            self.set_group(group, GroupSettings.from_json(detail))  # type: ignore[arg-type]
             return
         if kind == "delete" and topic is None:
-            self.groups.pop(group, None)  # type: ignore[arg-type]
+            self.set_group(group, None)  # type: ignore[arg-type]
             return
         key = (group, topic, queue_id)
         self.dirty_keys.add(key)  # type: ignore[arg-type]
@@ -310,12 +320,21 @@ class State:
         return pos
 
     # ------------------------------------------------------------------ commands
-    def _emit(self, out: list[Event], e: Event) -> None:
+    def _emit(self, out: EventBuffer, e: Event) -> None:
         self.apply_event(e)
         out.append(e)
 
+    def _emit_values(
+        self, out: EventBuffer, ts: int, kind: str, group: str, topic: str, queue_id: int,
+        offset: int, generation: int, client: str | None, actor: str | None, detail: str | None,
+    ) -> None:
+        """`_emit` for the hot kinds (commit, pull) without building a Struct per event."""
+        out.add(ts, kind, group, topic, queue_id, offset, None, generation, client, actor, None,
+                detail)
+        self.apply(kind, ts, group, topic, queue_id, offset, None, generation, client, None, detail)
+
     def decide_queue_append(
-        self, topic: str, queue_id: int, count: int, store_ts: int, now_ms: int, out: list[Event]
+        self, topic: str, queue_id: int, count: int, store_ts: int, now_ms: int, out: EventBuffer
     ) -> tuple[int, int]:
         q = self.queues.get((topic, queue_id))
         before = q.max_offset if q is not None else 0
@@ -326,7 +345,7 @@ class State:
         return q.min_offset, q.max_offset
 
     def decide_queue_truncate(
-        self, topic: str, queue_id: int, min_offset: int, now_ms: int, out: list[Event]
+        self, topic: str, queue_id: int, min_offset: int, now_ms: int, out: EventBuffer
     ) -> tuple[int, int]:
         q = self.queues.get((topic, queue_id))
         if q is None:
@@ -342,7 +361,7 @@ class State:
         return q.min_offset, q.max_offset
 
     def decide_group_set(
-        self, group: str, now_ms: int, out: list[Event], *, mode: str | None = None,
+        self, group: str, now_ms: int, out: EventBuffer, *, mode: str | None = None,
         initial: str | None = None, client_timeout_ms: int | None = None, actor: str | None = None,
     ) -> GroupSettings:
         cur = self.group(group)
@@ -358,7 +377,7 @@ class State:
 
     def _expire_if_idle(
         self, key: Key, pos: Position, client: str | None, now_ms: int, retention_ms: int,
-        out: list[Event],
+        out: EventBuffer,
     ) -> None:
         if pos.committed is not None and pos.last_active_ts >= 0 and (
             now_ms - pos.last_active_ts > retention_ms
@@ -387,7 +406,7 @@ class State:
         return hi, "policy latest"
 
     def _clamp(
-        self, key: Key, pos: Position, client: str | None, now_ms: int, out: list[Event]
+        self, key: Key, pos: Position, client: str | None, now_ms: int, out: EventBuffer
     ) -> None:
         q = self.queues.get((key[1], key[2]))
         if q is None:
@@ -411,9 +430,75 @@ class State:
                                   client_id=client, actor="system",
                                   detail=_clamp_detail(moves, "; ".join(causes))))
 
+    # -------------------------------------------------------------- the hot path
+    # Commits and pulls of clustering groups on keys with no pending reset, no expiry due and
+    # nothing to clamp are the bulk of every workload (DESIGN.md, performance notes). These two
+    # methods decide and fold them in one step, writing the event columns directly; anything
+    # else returns None and takes the general path. `apply` must have the same effect:
+    # tests/ledger/test_fast_path.py replays both and compares.
+    def fast_commit(
+        self, group: str, topic: str, queue_id: int, offset: int, client: str | None,
+        now_ms: int, retention_ms: int, out: EventBuffer,
+    ) -> int | None:
+        pos = self.positions.get((group, topic, queue_id))
+        if pos is None or pos.pending or pos.expired or group in self._broadcast:
+            return None
+        committed = pos.committed
+        if committed is None or offset < committed or now_ms - pos.last_active_ts > retention_ms:
+            return None
+        if client is not None and pos.client_generations.get(client, pos.generation) != pos.generation:
+            return None
+        q = self.queues.get((topic, queue_id))
+        if q is not None and offset > q.max_offset:
+            return None
+        out.add(now_ms, "commit", group, topic, queue_id, offset, None, pos.generation, client,
+                None if client else "operator", None, None)
+        pos.committed = offset
+        pos.last_active_ts = pos.last_update_ts = now_ms
+        self._touch((group, topic, queue_id), now_ms)
+        return offset
+
+    def fast_pull(
+        self, group: str, topic: str, queue_id: int, client: str, max_count: int, now_ms: int,
+        retention_ms: int, out: EventBuffer,
+    ) -> tuple[int, int, int] | None:
+        key = (group, topic, queue_id)
+        pos = self.positions.get(key)
+        if pos is None or pos.pending or group in self._broadcast:
+            return None
+        committed, pulled = pos.committed, pos.pulled
+        q = self.queues.get((topic, queue_id))
+        if (committed is None or pulled is None or q is None
+                or now_ms - pos.last_active_ts > retention_ms
+                or not (q.min_offset <= committed <= q.max_offset)
+                or not (q.min_offset <= pulled <= q.max_offset)):
+            return None
+        if pos.last_client == client and now_ms - pos.last_pull_ts <= self.group(group).client_timeout_ms:
+            next_offset = pulled if pulled > committed else committed
+        else:
+            next_offset = committed
+        count = q.max_offset - next_offset
+        if count > max_count:
+            count = max_count
+        generation = pos.generation
+        out.add(now_ms, "pull", group, topic, queue_id, next_offset + count, None, generation,
+                client, None, None, f"redeliver from {next_offset}" if next_offset < pulled else None)
+        pos.pulled = next_offset + count
+        pos.last_client = client
+        pos.last_pull_ts = pos.last_active_ts = pos.last_update_ts = now_ms
+        pos.client_generations[client] = generation
+        self._touch(key, now_ms)
+        return next_offset, generation, count
+
+    def _touch(self, key: Key, ts: int) -> None:
+        self.dirty_keys.add(key)
+        self.events_applied += 1
+        if ts > self.last_ts:
+            self.last_ts = ts
+
     def decide_pull(
         self, group: str, topic: str, queue_id: int, client: str | None, max_count: int,
-        now_ms: int, retention_ms: int, out: list[Event],
+        now_ms: int, retention_ms: int, out: EventBuffer,
     ) -> PullResult:
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
@@ -446,14 +531,13 @@ class State:
         detail = None
         if pos.pulled is not None and next_offset < pos.pulled and not pos.pending:
             detail = f"redeliver from {next_offset}"
-        self._emit(out, Pull(ts=now_ms, consumer_group=group, topic=topic, queue_id=queue_id,
-                             offset=next_offset + count, generation=pos.generation,
-                             client_id=client, detail=detail))
+        self._emit_values(out, now_ms, "pull", group, topic, queue_id, next_offset + count,
+                          pos.generation, client, None, detail)
         return PullResult(next_offset, pos.generation, count)
 
     def decide_commit(
         self, group: str, topic: str, queue_id: int, offset: int, client: str | None,
-        generation: int | None, now_ms: int, retention_ms: int, out: list[Event],
+        generation: int | None, now_ms: int, retention_ms: int, out: EventBuffer,
     ) -> CommitResult:
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
@@ -482,12 +566,11 @@ class State:
             return CommitResult(False, "stale", pos.committed)
         pos = self._position(key, bclient)
         self._expire_if_idle(key, pos, bclient, now_ms, retention_ms, out)
-        self._emit(out, Commit(ts=now_ms, consumer_group=group, topic=topic, queue_id=queue_id,
-                               offset=offset, generation=pos.generation, client_id=client,
-                               actor=None if client else "operator"))
+        self._emit_values(out, now_ms, "commit", group, topic, queue_id, offset, pos.generation,
+                          client, None if client else "operator", None)
         return CommitResult(True, None, pos.committed)
 
-    def decide_expire_all(self, now_ms: int, retention_ms: int, out: list[Event]) -> int:
+    def decide_expire_all(self, now_ms: int, retention_ms: int, out: EventBuffer) -> int:
         """Offset retention over every key (the `retention` command)."""
         before = len(out)
         for key, pos in list(self.positions.items()):
@@ -498,7 +581,7 @@ class State:
         return len(out) - before
 
     def decide_delete_group(self, group: str, actor: str | None, now_ms: int,
-                            out: list[Event]) -> int:
+                            out: EventBuffer) -> int:
         keys = self.group_keys(group)
         for key in keys:
             pos = self.positions.get(key) or Position()
@@ -513,7 +596,7 @@ class State:
 
     def decide_sync(
         self, entries: Iterable[tuple[str, str, int, int]], source: str, now_ms: int,
-        out: list[Event],
+        out: EventBuffer,
     ) -> list[tuple[str, str, int, int | None, int]]:
         """Overwrite offsets from a snapshot; unchanged keys append nothing. Returns the changes."""
         changes = []
@@ -532,7 +615,7 @@ class State:
 
     def decide_reset(
         self, plan: Iterable[PlanItem], actor: str | None, detail: str, now_ms: int,
-        out: list[Event],
+        out: EventBuffer,
     ) -> None:
         """Apply a reset plan: committed = target, generation + 1, pending marker, per client too."""
         for item in plan:

@@ -153,6 +153,13 @@ def _duck_type(t: pa.DataType) -> str:
     return {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.string(): "VARCHAR"}[t]
 
 
+def _columns(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """Rows to an Arrow table column by column (no per-row dicts)."""
+    cols = list(zip(*rows, strict=True))
+    return pa.Table.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+
 class View:
     """The DuckDB connection holding the view tables; file-backed or in memory (readers)."""
 
@@ -178,9 +185,9 @@ class View:
 
     def flush(self, state: State, next_seq: int) -> None:
         """Write the rows touched since the last flush plus the position, in one transaction."""
-        if not (state.dirty_keys or state.dirty_queues or state.dirty_groups):
-            if self.position() == next_seq:
-                return
+        clean = not (state.dirty_keys or state.dirty_queues or state.dirty_groups)
+        if clean and self.position() == next_seq:
+            return
         self._write(state, state.dirty_keys, state.dirty_queues, state.dirty_groups, next_seq)
 
     def _write(
@@ -239,17 +246,12 @@ class View:
         if keys is None:
             con.execute(f"DELETE FROM {table}")
         elif keys:
-            key_schema = pa.schema([schema.field(c) for c in key_cols])
-            touched = pa.Table.from_pylist(
-                [dict(zip(key_cols, k, strict=True)) for k in keys], schema=key_schema)
-            con.register("_touched", touched)
+            con.register("_touched", _columns(keys, pa.schema([schema.field(c) for c in key_cols])))
             cond = " AND ".join(f"{table}.{c} = _touched.{c}" for c in key_cols)
             con.execute(f"DELETE FROM {table} USING _touched WHERE {cond}")
             con.unregister("_touched")
         if rows:
-            data = pa.Table.from_pylist(
-                [dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
-            con.register("_rows", data)
+            con.register("_rows", _columns(rows, schema))
             con.execute(f"INSERT INTO {table} SELECT * FROM _rows")
             con.unregister("_rows")
 
