@@ -232,10 +232,14 @@ def _dispatch(ledger: Ledger, op: str, cmd: dict[str, Any], now: int,
     execute = cmd.get("execute", False)
     if not isinstance(execute, bool):
         raise InvalidInput(f"invalid execute {execute!r}: expected true or false")
+    force = cmd.get("force", False)
+    if not isinstance(force, bool):
+        raise InvalidInput(f"invalid force {force!r}: expected true or false")
     if execute:
         from ledger.reset import reset_detail
 
-        state.decide_reset(plan.items, actor,
-                           reset_detail(scenario, reason, bool(cmd.get("backward_only"))),
-                           now, events)
-    return {"executed": execute, "plan": plan.rows()}
+        detail = reset_detail(scenario, reason, bool(cmd.get("backward_only")))
+        ledger._enforce_policy(plan, detail, force)  # the batch before a reset is already durable
+        state.decide_reset(plan.items, actor, detail, now, events)
+    return {"executed": execute, "plan": plan.rows(), "messages_replayed": plan.messages_replayed,
+            "messages_skipped": plan.messages_skipped}

@@ -7,6 +7,7 @@ batches (and before every read), with its log position in the same transaction.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -18,9 +19,16 @@ import pyarrow as pa
 
 from ledger import settings as settings_mod
 from ledger.checkpoint import state_to_table, table_to_state
-from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerUnusable
-from ledger.events import EVENT_SCHEMA, EventBuffer
+from ledger.errors import (
+    HistoryUnavailable,
+    InvalidInput,
+    LedgerError,
+    LedgerUnusable,
+    RefusedError,
+)
+from ledger.events import EVENT_SCHEMA, EventBuffer, ResetRefused
 from ledger.limits import check_name, check_offset, check_queue_id
+from ledger.policy import ResetPolicy
 from ledger.reset import Scenario, Scope, plan_reset, reset_detail, scope_keys
 from ledger.settings import LedgerSettings
 from ledger.state import CommitResult, PlanItem, PullResult, State, snapshot_rows
@@ -56,9 +64,22 @@ class ResetPlan:
             for i in self.items
         ]
 
-    def execute(self) -> int:
-        """Apply the plan; returns the seq of its last event (or the log end if the plan is empty)."""
-        return self.ledger._execute_plan(self)
+    @property
+    def messages_replayed(self) -> int:
+        """Messages consumed again (targets behind the current offsets): a cold-read warning."""
+        return sum(max(0, i.from_offset - i.to_offset) for i in self.items
+                   if i.from_offset is not None)
+
+    @property
+    def messages_skipped(self) -> int:
+        """Messages never consumed (targets ahead of the current offsets)."""
+        return sum(max(0, i.to_offset - i.from_offset) for i in self.items
+                   if i.from_offset is not None)
+
+    def execute(self, *, force: bool = False) -> int:
+        """Apply the plan after the reset policy allows it (`force` lifts the rewind limit);
+        returns the seq of its last event (the log end for an empty plan)."""
+        return self.ledger._execute_plan(self, force=force)
 
 
 class Ledger:
@@ -314,11 +335,37 @@ class Ledger:
         return ResetPlan(self, group, scenario, tuple(items), actor, reason, backward_only,
                          tuple(skipped))
 
-    def _execute_plan(self, plan: ResetPlan) -> int:
+    def _execute_plan(self, plan: ResetPlan, *, force: bool = False) -> int:
         detail = reset_detail(plan.scenario, plan.reason, plan.backward_only)
+        self._enforce_policy(plan, detail, force)
         _, last = self._run(lambda out, now: self.state.decide_reset(
             plan.items, plan.actor, detail, now, out))
         return last
+
+    def _enforce_policy(self, plan: ResetPlan, detail: str, force: bool) -> None:
+        """Refuse (and record as `reset_refused`) a reset the policy file does not allow."""
+        policy = ResetPolicy.load(self.root)
+        if policy == ResetPolicy():
+            return
+        now = self.now_ms()
+        recent = 0
+        if policy.resets_per_group is not None:
+            row = self._ready_view().con.execute(
+                "SELECT count(DISTINCT ts) FROM events WHERE kind = 'reset' "
+                "AND consumer_group = ? AND ts >= ?", [plan.group, now - policy.window_ms],
+            ).fetchone()
+            recent = row[0] if row else 0
+        refusal = policy.refusal(actor=plan.actor, group=plan.group, items=plan.items,
+                                 scenario=plan.scenario, now_ms=now, recent_resets=recent,
+                                 force=force)
+        if refusal is None:
+            return
+        rule, message = refusal
+        refused = json.loads(detail) | {"refused_by": rule, "message": message}
+        self._run(lambda out, now: self.state.emit(out, ResetRefused(
+            ts=now, consumer_group=plan.group, actor=plan.actor,
+            detail=json.dumps(refused, separators=(",", ":")))))
+        raise RefusedError("policy", f"reset refused by policy rule {rule}: {message}")
 
     # ------------------------------------------------------------------ retention
     def retention(

@@ -320,7 +320,8 @@ class State:
         return pos
 
     # ------------------------------------------------------------------ commands
-    def _emit(self, out: EventBuffer, e: Event) -> None:
+    def emit(self, out: EventBuffer, e: Event) -> None:
+        """Fold `e` and add it to the batch: the one way an event enters both."""
         self.apply_event(e)
         out.append(e)
 
@@ -328,7 +329,7 @@ class State:
         self, out: EventBuffer, ts: int, kind: str, group: str, topic: str, queue_id: int,
         offset: int, generation: int, client: str | None, actor: str | None, detail: str | None,
     ) -> None:
-        """`_emit` for the hot kinds (commit, pull) without building a Struct per event."""
+        """`emit` for the hot kinds (commit, pull) without building a Struct per event."""
         out.add(ts, kind, group, topic, queue_id, offset, None, generation, client, actor, None,
                 detail)
         self.apply(kind, ts, group, topic, queue_id, offset, None, generation, client, None, detail)
@@ -338,7 +339,7 @@ class State:
     ) -> tuple[int, int]:
         q = self.queues.get((topic, queue_id))
         before = q.max_offset if q is not None else 0
-        self._emit(out, QueueAppend(ts=now_ms, topic=topic, queue_id=queue_id,
+        self.emit(out, QueueAppend(ts=now_ms, topic=topic, queue_id=queue_id,
                                     offset=before + count, prev_offset=before, actor="system",
                                     store_ts=store_ts))
         q = self.queues[(topic, queue_id)]
@@ -355,7 +356,7 @@ class State:
                 f"invalid min offset {min_offset} for {topic}:{queue_id}: above MaxOffset {q.max_offset}"
             )
         if min_offset > q.min_offset:
-            self._emit(out, QueueTruncate(ts=now_ms, topic=topic, queue_id=queue_id,
+            self.emit(out, QueueTruncate(ts=now_ms, topic=topic, queue_id=queue_id,
                                           offset=min_offset, prev_offset=q.min_offset,
                                           actor="system"))
         return q.min_offset, q.max_offset
@@ -371,7 +372,7 @@ class State:
             client_timeout_ms if client_timeout_ms is not None else cur.client_timeout_ms,
         )
         if group not in self.groups or new != cur:
-            self._emit(out, GroupConfig(ts=now_ms, consumer_group=group, actor=actor,
+            self.emit(out, GroupConfig(ts=now_ms, consumer_group=group, actor=actor,
                                         detail=new.to_json()))
         return self.groups[group]
 
@@ -382,7 +383,7 @@ class State:
         if pos.committed is not None and pos.last_active_ts >= 0 and (
             now_ms - pos.last_active_ts > retention_ms
         ):
-            self._emit(out, Expire(ts=now_ms, consumer_group=key[0], topic=key[1],
+            self.emit(out, Expire(ts=now_ms, consumer_group=key[0], topic=key[1],
                                    queue_id=key[2], prev_offset=pos.committed,
                                    generation=pos.generation, client_id=client, actor="system",
                                    detail=f"no commit or pull for {retention_ms} ms"))
@@ -425,7 +426,7 @@ class State:
                 causes.append(f"{name} above MaxOffset {q.max_offset}")
         if moves:
             to = moves.get("committed", (pos.committed, pos.committed))[1]
-            self._emit(out, Clamp(ts=now_ms, consumer_group=key[0], topic=key[1], queue_id=key[2],
+            self.emit(out, Clamp(ts=now_ms, consumer_group=key[0], topic=key[1], queue_id=key[2],
                                   offset=to, prev_offset=pos.committed, generation=pos.generation,
                                   client_id=client, actor="system",
                                   detail=_clamp_detail(moves, "; ".join(causes))))
@@ -510,7 +511,7 @@ class State:
         timeout = self.group(group).client_timeout_ms
         if pos.committed is None:
             start, why = self._initial_offset(key, pos, now_ms)
-            self._emit(out, Initial(ts=now_ms, consumer_group=group, topic=topic,
+            self.emit(out, Initial(ts=now_ms, consumer_group=group, topic=topic,
                                     queue_id=queue_id, offset=start, generation=pos.generation,
                                     client_id=client, actor=None if client else "system",
                                     detail=why))
@@ -585,12 +586,12 @@ class State:
         keys = self.group_keys(group)
         for key in keys:
             pos = self.positions.get(key) or Position()
-            self._emit(out, Delete(ts=now_ms, consumer_group=group, topic=key[1],
+            self.emit(out, Delete(ts=now_ms, consumer_group=group, topic=key[1],
                                    queue_id=key[2], prev_offset=pos.committed,
                                    generation=pos.generation + 1, actor=actor,
                                    detail="group deleted"))
         if group in self.groups:
-            self._emit(out, Delete(ts=now_ms, consumer_group=group, actor=actor,
+            self.emit(out, Delete(ts=now_ms, consumer_group=group, actor=actor,
                                    detail="group config deleted"))
         return len(keys)
 
@@ -607,7 +608,7 @@ class State:
             if before == offset:
                 continue
             gen = pos.generation if pos is not None else 0
-            self._emit(out, Sync(ts=now_ms, consumer_group=group, topic=topic, queue_id=queue_id,
+            self.emit(out, Sync(ts=now_ms, consumer_group=group, topic=topic, queue_id=queue_id,
                                  offset=offset, prev_offset=before, generation=gen,
                                  actor=f"sync:{source}", detail=f"sync from {source}"))
             changes.append((group, topic, queue_id, before, offset))
@@ -621,11 +622,11 @@ class State:
         for item in plan:
             key = (item.consumer_group, item.topic, item.queue_id)
             pos = self.positions.get(key) or Position()
-            self._emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1], queue_id=key[2],
+            self.emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1], queue_id=key[2],
                                   offset=item.to_offset, prev_offset=item.from_offset,
                                   generation=pos.generation + 1, actor=actor, detail=detail))
             for client, cpos in sorted(self.clients.get(key, {}).items()):
-                self._emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1],
+                self.emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1],
                                       queue_id=key[2], offset=item.to_offset,
                                       prev_offset=cpos.committed, generation=cpos.generation + 1,
                                       client_id=client, actor=actor, detail=detail))

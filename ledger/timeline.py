@@ -34,10 +34,25 @@ modes AS (
            CAST(json_extract(detail, '$.client_timeout_ms') AS BIGINT) AS client_timeout_ms
     FROM cfg WHERE kind = 'group_config'
 ),
+cp_modes AS (
+    SELECT consumer_group, json_extract_string(detail, '$.mode') AS mode
+    FROM cp WHERE "row" = 'group'
+),
+ev_modes AS (
+    -- each event is read in the mode its group had when it was appended, as the fold does
+    SELECT e.*, last_value(
+               CASE WHEN e.kind = 'group_config' THEN json_extract_string(e.detail, '$.mode')
+                    WHEN e.kind = 'delete' AND e.topic IS NULL THEN 'clustering' END
+               IGNORE NULLS) OVER (
+               PARTITION BY e.consumer_group ORDER BY e.seq
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS mode_then
+    FROM ev e
+),
 pos_ev AS (
-    SELECT e.*, CASE WHEN m.mode = 'broadcast' AND e.client_id IS NOT NULL
-                     THEN e.client_id END AS ckey
-    FROM ev e LEFT JOIN modes m USING (consumer_group)
+    SELECT e.* EXCLUDE (mode_then),
+           CASE WHEN coalesce(e.mode_then, c.mode) = 'broadcast' AND e.client_id IS NOT NULL
+                THEN e.client_id END AS ckey
+    FROM ev_modes e LEFT JOIN cp_modes c USING (consumer_group)
     WHERE e.topic IS NOT NULL AND e.kind <> 'group_config'
 ),
 setting AS (

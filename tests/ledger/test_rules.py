@@ -318,3 +318,49 @@ def test_group_delete_removes_offsets_and_fences_racing_clients(ledger):
     assert ledger.committed(G, T, 0) is None
     assert ledger.commit(G, T, 0, 120, client="c1").reason == "fenced"
     assert ledger.progress(G) == []
+
+
+# ---------------------------------------------------------------- reset guardrails
+def _policy(ledger: Ledger, text: str) -> None:
+    (ledger.root / "reset-policy.toml").write_text(text)
+
+
+def test_policy_refuses_an_actor_not_allowed_and_records_the_attempt(ledger):
+    _queue(ledger)
+    _committed_at(ledger, 100)
+    _policy(ledger, '[[allow]]\nactors = ["ops-*"]\ngroups = ["bill*"]\n')
+    plan = ledger.reset(G, Scenario("to_offset", 10), scope=Scope(all_topics=True), actor="mallory")
+    with pytest.raises(RefusedError, match="permission"):
+        plan.execute()
+    assert ledger.committed(G, T, 0) == 100
+    refused = ledger.history(kind="reset_refused").to_pylist()
+    assert [(r["actor"], r["consumer_group"]) for r in refused] == [("mallory", G)]
+    ok = ledger.reset(G, Scenario("to_offset", 10), scope=Scope(all_topics=True), actor="ops-ann")
+    ok.execute()
+    assert ledger.committed(G, T, 0) == 10
+
+
+def test_policy_limits_rewind_unless_forced(ledger):
+    _queue(ledger)
+    _committed_at(ledger, 100)
+    _policy(ledger, "[limits]\nmax_rewind_messages = 50\n")
+    plan = ledger.reset(G, Scenario("shift_by", -60), scope=Scope(all_topics=True), actor="ops")
+    assert (plan.messages_replayed, plan.messages_skipped) == (60, 0)
+    with pytest.raises(RefusedError, match="max_rewind"):
+        plan.execute()
+    plan.execute(force=True)
+    assert ledger.committed(G, T, 0) == 40
+
+
+def test_policy_rate_limits_resets_per_group(ledger, clock):
+    _queue(ledger)
+    _committed_at(ledger, 100)
+    _policy(ledger, '[limits]\nresets_per_group = 2\nwindow = "PT1H"\n')
+    for _ in range(2):
+        ledger.reset(G, Scenario("to_offset", 10), scope=Scope(all_topics=True)).execute()
+        clock.advance(1000)
+    with pytest.raises(RefusedError, match="rate"):
+        ledger.reset(G, Scenario("to_offset", 10), scope=Scope(all_topics=True)).execute()
+    clock.advance(3_600_000)
+    ledger.reset(G, Scenario("to_offset", 20), scope=Scope(all_topics=True)).execute()
+    assert ledger.committed(G, T, 0) == 20
