@@ -113,10 +113,10 @@ class Ledger:
         if readonly:
             return cls._open_reader(root, clock)
         cfg = settings_mod.merged(root, settings)
-        if settings and any(v is not None for v in settings.values()):
-            settings_mod.save(root, cfg)
         log = SegmentedLog.open(root, EVENT_SCHEMA, _log_settings(cfg), clock=clock, writer=True)
         try:
+            if settings and any(v is not None for v in settings.values()):
+                settings_mod.save(root, cfg)  # only the lock holder may change them
             state = _load_state(log)
             view = View.open(root / VIEW_FILE)
             ledger = cls(root, log, state, view, cfg, clock, readonly=False)
