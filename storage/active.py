@@ -1,0 +1,177 @@
+"""The active segment `log/<base seq>.wal`: append-only frames on disk, the same batches in memory.
+
+Keeping the appended Arrow batches in memory lets sealing write Parquet without decoding the
+file; the file exists for recovery, which validates it frame by frame and cuts a torn or corrupt
+tail (Kafka's `LogSegment.recover`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+
+from storage import names
+from storage.errors import LogFailedError
+from storage.frames import DecodedFrames, decode_frames, encode_frame
+from storage.fs import FileHandle, FileSystem, sync_handle, write_all
+
+# Small batches are merged in memory so that a segment of single-row appends does not hold a
+# million Arrow objects.
+_SMALL_BATCH_ROWS = 4096
+_SMALL_BATCHES_MAX = 256
+
+
+class RecoveredTail(msgspec.Struct, frozen=True):
+    """What recovery found in an active segment file."""
+
+    path: str
+    events: int
+    bytes_kept: int
+    bytes_cut: int
+    reason: str | None
+
+
+class ActiveSegment:
+    """The segment being appended to; seq column index and ts column index are given by the log."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: Path,
+        base_seq: int,
+        schema: pa.Schema,
+        seq_index: int,
+        ts_index: int,
+    ):
+        self.fs = fs
+        self.base_seq = base_seq
+        self.path = directory / names.wal_name(base_seq)
+        self.schema = schema
+        self._seq_index = seq_index
+        self._ts_index = ts_index
+        self._handle: FileHandle | None = None
+        self._batches: list[pa.RecordBatch] = []
+        self._small: list[pa.RecordBatch] = []
+        self.events = 0
+        self.bytes = 0
+        self.ts_min: int | None = None
+        self.ts_max: int | None = None
+        self.rolling_ts_ms: int | None = None
+        self.unsynced_events = 0
+
+    @property
+    def end_seq(self) -> int:
+        """Seq after the last event held."""
+        return self.base_seq + self.events
+
+    def load(self, *, truncate: bool) -> RecoveredTail:
+        """Read the file's intact prefix into memory; with `truncate`, cut the rest from disk."""
+        try:
+            data = self.fs.read_bytes(self.path)
+        except FileNotFoundError:
+            return RecoveredTail(str(self.path), 0, 0, 0, None)
+        decoded = self._decode(data)
+        for batch in decoded.batches:
+            self._remember(batch)
+        self.bytes = decoded.end_offset
+        if truncate and decoded.bytes_cut:
+            handle = self.fs.open_append(self.path)
+            try:
+                handle.truncate(decoded.end_offset)
+                sync_handle(handle, self.path)
+            finally:
+                handle.close()
+        return RecoveredTail(
+            str(self.path), self.events, decoded.end_offset, decoded.bytes_cut, decoded.error
+        )
+
+    def _decode(self, data: bytes) -> DecodedFrames:
+        expected = [self.base_seq]
+
+        def validate(batch: pa.RecordBatch) -> str | None:
+            if batch.num_rows == 0:
+                return "empty batch"
+            seqs = batch.column(self._seq_index)
+            first, last = seqs[0].as_py(), seqs[-1].as_py()
+            if first != expected[0] or last != expected[0] + batch.num_rows - 1:
+                return f"seqs {first}..{last} do not continue at {expected[0]}"
+            if batch.column(self._ts_index).null_count:
+                return "null ts"
+            expected[0] += batch.num_rows
+            return None
+
+        return decode_frames(data, self.schema, validate=validate)
+
+    def append(self, batch: pa.RecordBatch, now_ms: int) -> bool:
+        """Write `batch` as one frame (no fsync); True if this created the file.
+
+        The first append into the segment starts its age (`rolling_ts_ms`) at `now_ms`.
+
+        A failed write is undone by truncating back to the previous end; if even that fails the
+        file's content is unknown and `LogFailedError` is raised.
+        """
+        header, payload = encode_frame(batch)
+        created = False
+        if self._handle is None:
+            created = self.bytes == 0 and not self.fs.exists(self.path)
+            self._handle = self.fs.open_append(self.path)
+        try:
+            write_all(self._handle, header)
+            write_all(self._handle, payload)
+        except OSError as exc:
+            try:
+                self._handle.truncate(self.bytes)
+            except OSError as undo_exc:
+                raise LogFailedError(undo_exc) from exc
+            raise
+        self.bytes += len(header) + payload.size
+        self.unsynced_events += batch.num_rows
+        if self.events == 0:
+            self.rolling_ts_ms = now_ms
+        self._remember(batch)
+        return created
+
+    def _remember(self, batch: pa.RecordBatch) -> None:
+        ts = batch.column(self._ts_index).to_numpy()  # no nulls (checked): zero copy
+        low, high = int(ts.min()), int(ts.max())
+        if self.rolling_ts_ms is None:
+            self.rolling_ts_ms = high
+        self.ts_min = low if self.ts_min is None else min(self.ts_min, low)
+        self.ts_max = high if self.ts_max is None else max(self.ts_max, high)
+        self.events += batch.num_rows
+        if batch.num_rows >= _SMALL_BATCH_ROWS:
+            self._merge_small()
+            self._batches.append(batch)
+        else:
+            self._small.append(batch)
+            if len(self._small) >= _SMALL_BATCHES_MAX:
+                self._merge_small()
+
+    def _merge_small(self) -> None:
+        if self._small:
+            merged = pa.concat_batches(self._small) if len(self._small) > 1 else self._small[0]
+            self._batches.append(merged)
+            self._small = []
+
+    def sync(self) -> None:
+        """Fsync the file if anything was written since the last fsync."""
+        if self._handle is not None and self.unsynced_events:
+            sync_handle(self._handle, self.path)
+        self.unsynced_events = 0
+
+    def batches(self) -> list[pa.RecordBatch]:
+        """The segment's rows as Arrow batches, in seq order."""
+        self._merge_small()
+        return list(self._batches)
+
+    def table(self) -> pa.Table:
+        """The segment's rows as one table (chunks as appended)."""
+        return pa.Table.from_batches(self.batches(), schema=self.schema)
+
+    def close(self) -> None:
+        """Close the file handle (no fsync)."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            handle.close()

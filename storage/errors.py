@@ -1,0 +1,96 @@
+"""Errors of the storage layer: operating errors a caller can handle, each naming its context.
+
+Invariant failures carry the values and the file (Kafka style), so a message alone says what is
+wrong and where.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StorageError(Exception):
+    """Base of every error the storage layer raises on purpose."""
+
+
+class SettingsError(StorageError, ValueError):
+    """A setting (or a combination of settings) is out of range; the message names it."""
+
+
+class SchemaError(StorageError):
+    """Rows or files whose schema does not match the log's."""
+
+
+class ReadOnlyError(StorageError):
+    """A change was asked of a log opened with writer=False."""
+
+
+class CorruptSegmentError(StorageError):
+    """A sealed segment (or other file) cannot be trusted; never dropped silently."""
+
+    def __init__(self, path: Path | str, base_seq: int | None, end_seq: int | None, why: str):
+        self.path = Path(path)
+        self.base_seq = base_seq
+        self.end_seq = end_seq
+        self.why = why
+        where = f" (seq {base_seq}..{end_seq})" if base_seq is not None else ""
+        super().__init__(f"corrupt segment {self.path}{where}: {why}")
+
+
+class CorruptManifestError(StorageError):
+    """The manifest cannot be parsed or breaks an invariant of the log."""
+
+    def __init__(self, path: Path | str, why: str):
+        self.path = Path(path)
+        self.why = why
+        super().__init__(f"corrupt manifest {self.path}: {why}")
+
+
+class LockedError(StorageError):
+    """Another writer holds the data directory's lock."""
+
+    def __init__(self, path: Path | str, pid: int | None):
+        self.path = Path(path)
+        self.pid = pid
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(
+            f"the log at {self.path.parent} is locked by {holder} (lock file {self.path}); "
+            "one writer per data directory: stop it or open with writer=False to read"
+        )
+
+
+class LogRangeError(StorageError):
+    """A read asked for history that retention already deleted."""
+
+    def __init__(self, asked: str, start_seq: int, earliest_ts: int | None):
+        self.start_seq = start_seq
+        self.earliest_ts = earliest_ts
+        ts = f", ts {earliest_ts}" if earliest_ts is not None else ""
+        super().__init__(
+            f"{asked} is before the log start: the earliest event still held is "
+            f"seq {start_seq}{ts} (older segments were deleted by retention)"
+        )
+
+
+class FsyncError(StorageError):
+    """An fsync failed: what was written to `path` is not known to be on stable storage."""
+
+    def __init__(self, path: Path | str, cause: OSError):
+        self.path = Path(path)
+        self.cause = cause
+        super().__init__(f"fsync of {self.path} failed: {cause}")
+
+
+class LogFailedError(StorageError):
+    """The log saw an fsync failure (or an uncertain write) and refuses changes until reopened.
+
+    After a failed fsync the kernel may have dropped the dirty pages, so retrying the fsync would
+    report success over lost data (the PostgreSQL fsync lesson); reopening recovers from disk.
+    """
+
+    def __init__(self, cause: BaseException):
+        self.cause = cause
+        super().__init__(
+            f"the log is unusable after a failed fsync or write ({cause!r}); "
+            "close it and open it again to recover from what is on disk"
+        )

