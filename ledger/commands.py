@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.errors import InvalidInput, LedgerError
 from ledger.events import EventBuffer
+from ledger.limits import _VALID_NAMES as _KNOWN_NAMES
 from ledger.limits import (
     APPEND_COUNT_MAX,
     GENERATION_MAX,
@@ -23,7 +24,6 @@ from ledger.limits import (
     check_name,
     check_offset,
     check_queue_id,
-    is_known_name,
 )
 from ledger.reset import SCENARIOS, Scenario, Scope
 from ledger.timeparse import parse_duration, parse_time
@@ -121,10 +121,6 @@ def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer) -> 
         msg = str(cmd) if isinstance(cmd, LedgerError) else f"line is not a JSON object: {cmd!r:.80}"
         return {"line": line_no, "error": msg}
     op = cmd.get("op")
-    if op == "commit" or op == "pull":
-        fast = _fast(ledger, op, cmd, events)
-        if fast is not None:
-            return {"line": line_no, "op": op, **fast}
     try:
         if op not in OPS:
             raise InvalidInput(f"unknown op {op!r}: use one of {', '.join(OPS)}")
@@ -136,14 +132,25 @@ def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer) -> 
     return {"line": line_no, "op": op, **out}
 
 
-def _fast(ledger: Ledger, op: str, cmd: dict[str, Any], events: EventBuffer) -> dict | None:
-    """The hot path for well-formed commits and pulls with already-seen names; None means
-    "take the general path", which validates and decides everything."""
-    group, topic, qid, client = cmd.get("group"), cmd.get("topic"), cmd.get("queue_id"), cmd.get("client")
-    if not (is_known_name(group) and is_known_name(topic) and type(qid) is int
-            and 0 <= qid <= QUEUE_ID_MAX and (client is None or is_known_name(client))):
+def fast_command(ledger: Ledger, cmd: dict[str, Any], line_no: int,
+                 events: EventBuffer) -> dict[str, Any] | None:
+    """The hot path: a well-formed commit or pull with names already validated in this process
+    on a key in the common case (see State.fast_commit). None means "take the general path",
+    which validates and decides everything; the two write the same events
+    (tests/ledger/test_fast_path.py)."""
+    op = cmd.get("op")
+    if op != "commit" and op != "pull":
         return None
-    state, retention = ledger.state, ledger.settings.offsets_retention_ms
+    group, topic, qid, client = cmd.get("group"), cmd.get("topic"), cmd.get("queue_id"), cmd.get("client")
+    names = _KNOWN_NAMES
+    try:
+        if not (group in names and topic in names and (client is None or client in names)):
+            return None
+    except TypeError:  # unhashable JSON values (lists, objects): the general path reports them
+        return None
+    if type(qid) is not int or not 0 <= qid <= QUEUE_ID_MAX:
+        return None
+    state = ledger.state
     ts = cmd.get("ts")
     if ts is None:
         now = ledger.now_ms()
@@ -151,18 +158,22 @@ def _fast(ledger: Ledger, op: str, cmd: dict[str, Any], events: EventBuffer) -> 
         now = ts if ts > state.last_ts else state.last_ts
     else:
         return None
+    retention = ledger.settings.offsets_retention_ms
     if op == "commit":
         offset = cmd.get("offset")
-        if (type(offset) is not int or offset < 0 or offset > OFFSET_MAX
+        if (type(offset) is not int or not 0 <= offset <= OFFSET_MAX
                 or cmd.get("generation") is not None):
             return None
-        done = state.fast_commit(group, topic, qid, offset, client, now, retention, events)
-        return None if done is None else {"accepted": True, "reason": None, "offset": done}
+        if state.fast_commit(group, topic, qid, offset, client, now, retention, events) is None:
+            return None
+        return {"line": line_no, "op": op, "accepted": True, "reason": None, "offset": offset}
     max_count = cmd.get("max", 32)
     if client is None or type(max_count) is not int or not 1 <= max_count <= PULL_MAX:
         return None
     r = state.fast_pull(group, topic, qid, client, max_count, now, retention, events)
-    return None if r is None else {"next_offset": r[0], "generation": r[1], "count": r[2]}
+    if r is None:
+        return None
+    return {"line": line_no, "op": op, "next_offset": r[0], "generation": r[1], "count": r[2]}
 
 
 def _dispatch(ledger: Ledger, op: str, cmd: dict[str, Any], now: int,

@@ -181,45 +181,28 @@ _FIELDS: tuple[str, ...] = COLUMNS[3:]
 
 
 class EventBuffer:
-    """Events of one batch kept column-wise: the append path never builds rows twice."""
+    """Events of one batch as row tuples (ts, kind, group, ...: COLUMNS without seq), transposed
+    to Arrow columns once per batch; the hot path appends one tuple per event and nothing else."""
 
-    __slots__ = ("columns",)
+    __slots__ = ("rows",)
 
     def __init__(self) -> None:
-        self.columns: tuple[list, ...] = tuple([] for _ in COLUMNS[1:])  # all but seq
+        self.rows: list[tuple] = []
 
     def __len__(self) -> int:
-        return len(self.columns[0])
+        return len(self.rows)
 
     def append(self, e: Event) -> None:
-        self.add(e.ts, e.KIND, e.consumer_group, e.topic, e.queue_id, e.offset, e.prev_offset,
-                 e.generation, e.client_id, e.actor, e.store_ts, e.detail)
-
-    def add(
-        self, ts: int, kind: str, group: str | None, topic: str | None, queue_id: int | None,
-        offset: int | None, prev_offset: int | None, generation: int | None,
-        client_id: str | None, actor: str | None, store_ts: int | None, detail: str | None,
-    ) -> None:
-        c = self.columns
-        c[0].append(ts)
-        c[1].append(kind)
-        c[2].append(group)
-        c[3].append(topic)
-        c[4].append(queue_id)
-        c[5].append(offset)
-        c[6].append(prev_offset)
-        c[7].append(generation)
-        c[8].append(client_id)
-        c[9].append(actor)
-        c[10].append(store_ts)
-        c[11].append(detail)
+        self.rows.append((e.ts, e.KIND, e.consumer_group, e.topic, e.queue_id, e.offset,
+                          e.prev_offset, e.generation, e.client_id, e.actor, e.store_ts, e.detail))
 
     def to_record_batch(self, first_seq: int) -> pa.RecordBatch:
-        n = len(self)
+        n = len(self.rows)
+        columns = list(zip(*self.rows, strict=True)) if n else [()] * (len(COLUMNS) - 1)
         arrays = [pa.array(range(first_seq, first_seq + n), pa.int64())]
         arrays += [
             pa.array(col, EVENT_SCHEMA.field(name).type)
-            for name, col in zip(COLUMNS[1:], self.columns, strict=True)
+            for name, col in zip(COLUMNS[1:], columns, strict=True)
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 

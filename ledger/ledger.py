@@ -388,30 +388,38 @@ class Ledger:
     def apply(self, commands: Iterable[Any]) -> Iterator[dict[str, Any]]:
         """Apply commands (dicts, or decode errors) in batches; yield one result per command,
         each only once its events are durable."""
-        from ledger.commands import run_command
+        from ledger.commands import fast_command, run_command
 
         self._check_writable()
         batch_max = self.settings.apply_batch_commands
-        pending: list[tuple[dict[str, Any], int, int]] = []  # (result, first event, n events)
+        results: list[dict[str, Any]] = []
+        last_event: list[int] = []  # per result: index of its last event in the batch, or -1
         events = EventBuffer()
+        rows = events.rows
         for line_no, cmd in enumerate(commands, start=1):
-            if events and isinstance(cmd, dict) and cmd.get("op") == "reset":
-                # a reset plans against the log (to-state-at): make the batch durable first
-                yield from self._flush_apply(pending, events)
-                pending, events = [], EventBuffer()
-            before = len(events.columns[0])
-            result = run_command(self, cmd, line_no, events)
-            pending.append((result, before, len(events.columns[0]) - before))
-            if len(pending) >= batch_max:
-                yield from self._flush_apply(pending, events)
-                pending, events = [], EventBuffer()
-        yield from self._flush_apply(pending, events)
+            before = len(rows)
+            result = fast_command(self, cmd, line_no, events) if type(cmd) is dict else None
+            if result is None:
+                if rows and type(cmd) is dict and cmd.get("op") == "reset":
+                    # a reset plans against the log (to-state-at): make the batch durable first
+                    yield from self._flush_apply(results, last_event, events)
+                    results, last_event, events = [], [], EventBuffer()
+                    rows, before = events.rows, 0
+                result = run_command(self, cmd, line_no, events)
+            results.append(result)
+            last_event.append(len(rows) - 1 if len(rows) > before else -1)
+            if len(results) >= batch_max:
+                yield from self._flush_apply(results, last_event, events)
+                results, last_event, events = [], [], EventBuffer()
+                rows = events.rows
+        yield from self._flush_apply(results, last_event, events)
 
-    def _flush_apply(self, pending: list, events: EventBuffer) -> Iterator[dict[str, Any]]:
+    def _flush_apply(self, results: list[dict[str, Any]], last_event: list[int],
+                     events: EventBuffer) -> Iterator[dict[str, Any]]:
         first = self._append(events)
-        for result, start, n in pending:
-            if n and "error" not in result:
-                result["seq"] = first + start + n - 1
+        for result, index in zip(results, last_event, strict=True):
+            if index >= 0 and "error" not in result:
+                result["seq"] = first + index
             yield result
 
     # ------------------------------------------------------------------ reads

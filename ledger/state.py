@@ -330,8 +330,8 @@ class State:
         offset: int, generation: int, client: str | None, actor: str | None, detail: str | None,
     ) -> None:
         """`emit` for the hot kinds (commit, pull) without building a Struct per event."""
-        out.add(ts, kind, group, topic, queue_id, offset, None, generation, client, actor, None,
-                detail)
+        out.rows.append((ts, kind, group, topic, queue_id, offset, None, generation, client, actor,
+                         None, detail))
         self.apply(kind, ts, group, topic, queue_id, offset, None, generation, client, None, detail)
 
     def decide_queue_append(
@@ -441,7 +441,8 @@ class State:
         self, group: str, topic: str, queue_id: int, offset: int, client: str | None,
         now_ms: int, retention_ms: int, out: EventBuffer,
     ) -> int | None:
-        pos = self.positions.get((group, topic, queue_id))
+        key = (group, topic, queue_id)
+        pos = self.positions.get(key)
         if pos is None or pos.pending or pos.expired or group in self._broadcast:
             return None
         committed = pos.committed
@@ -452,11 +453,14 @@ class State:
         q = self.queues.get((topic, queue_id))
         if q is not None and offset > q.max_offset:
             return None
-        out.add(now_ms, "commit", group, topic, queue_id, offset, None, pos.generation, client,
-                None if client else "operator", None, None)
+        out.rows.append((now_ms, "commit", group, topic, queue_id, offset, None, pos.generation,
+                         client, None if client else "operator", None, None))
         pos.committed = offset
         pos.last_active_ts = pos.last_update_ts = now_ms
-        self._touch((group, topic, queue_id), now_ms)
+        self.dirty_keys.add(key)
+        self.events_applied += 1
+        if now_ms > self.last_ts:
+            self.last_ts = now_ms
         return offset
 
     def fast_pull(
@@ -482,20 +486,18 @@ class State:
         if count > max_count:
             count = max_count
         generation = pos.generation
-        out.add(now_ms, "pull", group, topic, queue_id, next_offset + count, None, generation,
-                client, None, None, f"redeliver from {next_offset}" if next_offset < pulled else None)
+        out.rows.append((now_ms, "pull", group, topic, queue_id, next_offset + count, None,
+                         generation, client, None, None,
+                         f"redeliver from {next_offset}" if next_offset < pulled else None))
         pos.pulled = next_offset + count
         pos.last_client = client
         pos.last_pull_ts = pos.last_active_ts = pos.last_update_ts = now_ms
         pos.client_generations[client] = generation
-        self._touch(key, now_ms)
-        return next_offset, generation, count
-
-    def _touch(self, key: Key, ts: int) -> None:
         self.dirty_keys.add(key)
         self.events_applied += 1
-        if ts > self.last_ts:
-            self.last_ts = ts
+        if now_ms > self.last_ts:
+            self.last_ts = now_ms
+        return next_offset, generation, count
 
     def decide_pull(
         self, group: str, topic: str, queue_id: int, client: str | None, max_count: int,

@@ -12,14 +12,14 @@ from tests.conftest import FakeClock
 
 def _log(root, cmds, monkeypatch, fast: bool):
     taken = []
-    real = commands._fast
+    real = commands.fast_command
 
     def counting(*args):
         r = real(*args) if fast else None
         taken.append(r is not None)
         return r
 
-    monkeypatch.setattr(commands, "_fast", counting)
+    monkeypatch.setattr(commands, "fast_command", counting)
     with Ledger.open(root, clock=FakeClock(), segment_events_max=5_000) as led:
         results = list(led.apply(cmds))
         log = led.log.read()
