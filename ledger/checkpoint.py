@@ -6,8 +6,7 @@ by `row`. The same rows feed DuckDB's state-at queries and Spark's replay.
 
 from __future__ import annotations
 
-import json
-
+import msgspec
 import pyarrow as pa
 
 from ledger.state import GroupSettings, Position, QueueState, State
@@ -35,39 +34,44 @@ CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     ]
 )
 _NAMES = CHECKPOINT_SCHEMA.names
-
-
-def _position_row(row: str, key, client, p: Position) -> dict:
-    return {
-        "row": row, "consumer_group": key[0], "topic": key[1], "queue_id": key[2],
-        "client_id": client, "committed": p.committed, "pulled": p.pulled,
-        "generation": p.generation, "pending": p.pending, "expired": p.expired,
-        "last_client": p.last_client, "last_pull_ts": p.last_pull_ts,
-        "last_active_ts": p.last_active_ts, "last_update_ts": p.last_update_ts,
-        "detail": json.dumps(p.client_generations, separators=(",", ":"))
-        if p.client_generations else None,
-    }
+_encode = msgspec.json.Encoder().encode
 
 
 def state_to_table(state: State) -> pa.Table:
-    rows: list[dict] = []
+    """Column-wise: a checkpoint of 16,000 keys is written on every seal, so no per-row dicts."""
+    cols: dict[str, list] = {n: [] for n in _NAMES}
+
+    def add(n: int, **values: list | tuple) -> None:
+        for name in _NAMES:
+            v = values.get(name)
+            cols[name].extend(v if v is not None else (None,) * n)
+
     for (topic, qid), q in state.queues.items():
-        rows.append({"row": "queue", "topic": topic, "queue_id": qid, "min_offset": q.min_offset,
-                     "max_offset": q.max_offset, "last_update_ts": q.last_update_ts})
-        rows.extend(
-            {"row": "index", "topic": topic, "queue_id": qid, "store_ts": ts, "min_offset": off}
-            for ts, off in zip(q.index_store_ts, q.index_offset, strict=True)
-        )
-    for name, g in state.groups.items():
-        rows.append({"row": "group", "consumer_group": name, "detail": g.to_json()})
-    for key, p in state.positions.items():
-        rows.append(_position_row("position", key, None, p))
-    for key, per_client in state.clients.items():
-        for client, p in per_client.items():
-            rows.append(_position_row("client", key, client, p))
-    rows.append({"row": "meta", "last_update_ts": state.last_ts,
-                 "max_offset": state.events_applied})
-    cols = {n: [r.get(n) for r in rows] for n in _NAMES}
+        add(1, row=("queue",), topic=(topic,), queue_id=(qid,), min_offset=(q.min_offset,),
+            max_offset=(q.max_offset,), last_update_ts=(q.last_update_ts,))
+        n = len(q.index_store_ts)
+        add(n, row=("index",) * n, topic=(topic,) * n, queue_id=(qid,) * n,
+            store_ts=q.index_store_ts, min_offset=q.index_offset)
+    groups = list(state.groups.items())
+    add(len(groups), row=("group",) * len(groups), consumer_group=[g for g, _ in groups],
+        detail=[s.to_json() for _, s in groups])
+    for row, items in (
+        ("position", [(k, None, p) for k, p in state.positions.items()]),
+        ("client", [(k, c, p) for k, cs in state.clients.items() for c, p in cs.items()]),
+    ):
+        n = len(items)
+        add(n, row=(row,) * n, consumer_group=[k[0] for k, _, _ in items],
+            topic=[k[1] for k, _, _ in items], queue_id=[k[2] for k, _, _ in items],
+            client_id=[c for _, c, _ in items], committed=[p.committed for _, _, p in items],
+            pulled=[p.pulled for _, _, p in items], generation=[p.generation for _, _, p in items],
+            pending=[p.pending for _, _, p in items], expired=[p.expired for _, _, p in items],
+            last_client=[p.last_client for _, _, p in items],
+            last_pull_ts=[p.last_pull_ts for _, _, p in items],
+            last_active_ts=[p.last_active_ts for _, _, p in items],
+            last_update_ts=[p.last_update_ts for _, _, p in items],
+            detail=[_encode(p.client_generations).decode() if p.client_generations else None
+                    for _, _, p in items])
+    add(1, row=("meta",), last_update_ts=(state.last_ts,), max_offset=(state.events_applied,))
     return pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA)
 
 
@@ -77,13 +81,16 @@ def _position(r: dict) -> Position:
         pending=r["pending"], expired=r["expired"], last_client=r["last_client"],
         last_pull_ts=r["last_pull_ts"], last_active_ts=r["last_active_ts"],
         last_update_ts=r["last_update_ts"],
-        client_generations=json.loads(r["detail"]) if r["detail"] else {},
+        client_generations=msgspec.json.decode(r["detail"]) if r["detail"] else {},
     )
 
 
 def table_to_state(table: pa.Table) -> State:
     state = State()
-    for r in table.to_pylist():
+    cols = table.to_pydict()
+    names = list(cols)
+    for values in zip(*cols.values(), strict=True):
+        r = dict(zip(names, values, strict=True))
         kind = r["row"]
         if kind == "queue":
             state.queues[(r["topic"], r["queue_id"])] = QueueState(

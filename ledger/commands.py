@@ -239,7 +239,7 @@ def _dispatch(ledger: Ledger, op: str, cmd: dict[str, Any], now: int,
     if reason is not None and (not isinstance(reason, str) or len(reason) > REASON_LENGTH_MAX):
         raise InvalidInput(f"invalid reason {reason!r:.80}")
     plan = ledger.reset(group, scenario, scope=scope, backward_only=bool(cmd.get("backward_only")),
-                        actor=actor, reason=reason)
+                        actor=actor, reason=reason, now_ms=now)
     execute = cmd.get("execute", False)
     if not isinstance(execute, bool):
         raise InvalidInput(f"invalid execute {execute!r}: expected true or false")

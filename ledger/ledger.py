@@ -34,7 +34,7 @@ from ledger.settings import LedgerSettings
 from ledger.state import CommitResult, PlanItem, PullResult, State, snapshot_rows
 from ledger.timeline import state_at_sql
 from ledger.view import View, segments_source
-from storage import LockedError, LogSettings, SegmentedLog
+from storage import CorruptSegmentError, FileSystem, LockedError, LogSettings, SegmentedLog
 
 VIEW_FILE = "view.duckdb"
 CHECKPOINT_TS_KEY = b"offset_ledger.last_ts"
@@ -105,15 +105,16 @@ class Ledger:
     @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, clock: Callable[[], int] | None = None,
-        readonly: bool = False, **settings: Any,
+        readonly: bool = False, fs: FileSystem | None = None, **settings: Any,
     ) -> Ledger:
         """Open (creating if needed) a data directory as its single writer, or as a reader."""
         root = Path(path)
         clock = clock or wall_clock_ms
         if readonly:
-            return cls._open_reader(root, clock)
+            return cls._open_reader(root, clock, fs)
         cfg = settings_mod.merged(root, settings)
-        log = SegmentedLog.open(root, EVENT_SCHEMA, _log_settings(cfg), clock=clock, writer=True)
+        log = SegmentedLog.open(root, EVENT_SCHEMA, _log_settings(cfg), clock=clock, writer=True,
+                                fs=fs)
         try:
             if settings and any(v is not None for v in settings.values()):
                 settings_mod.save(root, cfg)  # only the lock holder may change them
@@ -132,12 +133,13 @@ class Ledger:
             raise
 
     @classmethod
-    def _open_reader(cls, root: Path, clock: Callable[[], int]) -> Ledger:
+    def _open_reader(cls, root: Path, clock: Callable[[], int],
+                     fs: FileSystem | None = None) -> Ledger:
         """A consistent read-only snapshot: manifest's segments + checkpoint + intact tail, with an
         in-memory DuckDB view (the file is locked by the writer)."""
         if not (root / "log").exists():
             raise InvalidInput(f"no ledger at {root}: nothing written yet")
-        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False)
+        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False, fs=fs)
         state = _load_state(log)
         view = View.open(None)
         view.write_full(state, log.next_seq)
@@ -149,7 +151,7 @@ class Ledger:
         try:
             return cls.open(path, **kw)
         except LockedError:
-            return cls.open(path, readonly=True, clock=kw.get("clock"))
+            return cls.open(path, readonly=True, clock=kw.get("clock"), fs=kw.get("fs"))
 
     def close(self) -> None:
         try:
@@ -188,7 +190,9 @@ class Ledger:
                 f"a write failed ({e}); the in-memory state is ahead of the log: reopen the ledger"
             )
             raise
-        if result.sealed:
+        cps = self.log.checkpoints()
+        if result.sealed or (self.log.next_seq - (cps[-1] if cps else 0)
+                             >= self.settings.checkpoint_interval_events):
             self._checkpoint()
         self._batches_since_flush += 1
         if (self._batches_since_flush >= self.settings.view_flush_batches
@@ -308,13 +312,14 @@ class Ledger:
     def reset(
         self, group: str, scenario: Scenario, *, scope: Scope | None = None,
         targets: dict[tuple[str, str, int], int] | None = None, backward_only: bool = False,
-        actor: str | None = None, reason: str | None = None,
+        actor: str | None = None, reason: str | None = None, now_ms: int | None = None,
     ) -> ResetPlan:
-        """Plan a reset (dry run); `.execute()` applies it."""
+        """Plan a reset (dry run); `.execute()` applies it. `now_ms`: the ledger time to plan at
+        (an apply line's `ts`), else the clock."""
         check_name(group, "group")
         if actor is not None:
             check_name(actor, "actor")
-        now = self.now_ms()
+        now = self.now_ms() if now_ms is None else now_ms
         skipped: list[tuple[str, int]] = []
         if scenario.mode == "from_file":
             if targets is None:
@@ -616,6 +621,10 @@ def _load_state(log: SegmentedLog) -> State:
     if cps:
         start = cps[-1]
         state = table_to_state(log.read_checkpoint(start))
+        if state.events_applied != start:  # a checkpoint of another log, or a damaged one
+            raise CorruptSegmentError(
+                log.checkpoint_path(start), 0, start, f"holds the state after "
+                f"{state.events_applied} events, not {start}: run `offset-ledger verify`")
     elif log.start_seq > 0:
         raise HistoryUnavailable(
             f"log starts at seq {log.start_seq} but no checkpoint covers it: cannot rebuild state")
