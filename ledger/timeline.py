@@ -48,7 +48,7 @@ ev_modes AS (
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS mode_then
     FROM ev e
 ),
-pos_ev AS (
+pos_ev AS MATERIALIZED (
     SELECT e.* EXCLUDE (mode_then),
            CASE WHEN coalesce(e.mode_then, c.mode) = 'broadcast' AND e.client_id IS NOT NULL
                 THEN e.client_id END AS ckey
@@ -62,10 +62,11 @@ setting AS (
     SELECT consumer_group, topic, queue_id, client_id AS ckey, committed, generation, -1 AS seq
     FROM cp WHERE "row" IN ('position', 'client')
 ),
-latest AS (
-    SELECT * FROM setting
-    QUALIFY row_number() OVER (
-        PARTITION BY consumer_group, topic, queue_id, ckey ORDER BY seq DESC) = 1
+latest AS MATERIALIZED (
+    -- the newest committed-setting row per key: a hash aggregate, no sort
+    SELECT consumer_group, topic, queue_id, ckey,
+           arg_max(struct_pack(committed := committed, generation := generation), seq) AS s, max(seq) AS seq
+    FROM setting GROUP BY ALL
 ),
 deletes AS (
     SELECT consumer_group, topic, queue_id, max(seq) AS delete_seq
@@ -74,14 +75,15 @@ deletes AS (
 activity AS (
     SELECT consumer_group, topic, queue_id, ckey, max(ts) AS last_active_ts FROM (
         SELECT consumer_group, topic, queue_id, ckey, ts FROM pos_ev
-        WHERE kind IN ('commit', 'pull', 'initial')
+        WHERE kind IN ('commit', 'pull', 'initial') AND ckey IS NOT NULL
         UNION ALL
         SELECT consumer_group, topic, queue_id, client_id, last_active_ts FROM cp
         WHERE "row" = 'client'
     ) GROUP BY ALL
 ),
 clients AS (
-    SELECT l.consumer_group, l.topic, l.queue_id, l.committed, l.generation, a.last_active_ts
+    SELECT l.consumer_group, l.topic, l.queue_id, l.s.committed AS committed,
+           l.s.generation AS generation, a.last_active_ts
     FROM latest l
     JOIN modes m USING (consumer_group)
     LEFT JOIN deletes d USING (consumer_group, topic, queue_id)
@@ -98,7 +100,10 @@ broadcast AS (
     FROM clients c JOIN modes m USING (consumer_group)
     GROUP BY ALL
 ),
-base AS (SELECT * FROM latest WHERE ckey IS NULL),
+base AS (
+    SELECT consumer_group, topic, queue_id, s.committed AS committed, s.generation AS generation
+    FROM latest WHERE ckey IS NULL
+),
 keys AS (
     SELECT consumer_group, topic, queue_id FROM base
     UNION SELECT consumer_group, topic, queue_id FROM broadcast
