@@ -33,7 +33,7 @@ from ledger.reset import Scenario, Scope, plan_reset, reset_detail, scope_keys
 from ledger.settings import LedgerSettings
 from ledger.state import CommitResult, PlanItem, PullResult, State, snapshot_rows
 from ledger.timeline import state_at_sql
-from ledger.view import View, segments_source
+from ledger.view import View, events_select, segments_source
 from storage import CorruptSegmentError, FileSystem, LockedError, LogSettings, SegmentedLog
 
 VIEW_FILE = "view.duckdb"
@@ -484,26 +484,34 @@ class Ledger:
         kind: str | None = None, since_ms: int | None = None, until_ms: int | None = None,
         limit: int | None = None,
     ) -> pa.Table:
-        """Matching events, oldest first; `limit` keeps the newest N."""
-        conds, params = [], []
-        for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id),
-                         ("kind", kind)):
+        """Matching events, oldest first; `limit` keeps the newest N. Key filters and the upper
+        time bound apply before prev_offset is derived (they keep every event's predecessor),
+        the rest after."""
+        pre, pre_params, post, post_params = [], [], [], []
+        for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id)):
             if val is not None:
-                conds.append(f"{col} = ?")
-                params.append(val)
+                pre.append(f"{col} = ?")
+                pre_params.append(val)
+        if until_ms is not None:
+            pre.append("ts <= ?")
+            pre_params.append(until_ms)
+        if kind is not None:
+            post.append("kind = ?")
+            post_params.append(kind)
         if since_ms is not None:
             self._check_history_from(since_ms)
-            conds.append("ts >= ?")
-            params.append(since_ms)
-        if until_ms is not None:
-            conds.append("ts <= ?")
-            params.append(until_ms)
-        where = ("WHERE " + " AND ".join(conds)) if conds else ""
-        inner = f"SELECT * FROM events {where} ORDER BY seq DESC"
+            post.append("ts >= ?")
+            post_params.append(since_ms)
+        view = self._ready_view()
+        paths = [s.path for s in self.log.segments() if until_ms is None or s.ts_min <= until_ms]
+        select = events_select(segments_source(paths, "events_tail"),
+                               ("WHERE " + " AND ".join(pre)) if pre else "")
+        where = ("WHERE " + " AND ".join(post)) if post else ""
+        inner = f"SELECT * FROM ({select}) {where} ORDER BY seq DESC"
         if limit is not None:
             inner += f" LIMIT {int(limit)}"
-        view = self._ready_view()
-        return _arrow(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq", params))
+        return _arrow(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq",
+                                       pre_params + post_params))
 
     def _check_history_from(self, ts: int) -> None:
         if self.log.start_seq > 0:

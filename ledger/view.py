@@ -111,22 +111,37 @@ _GROUPS_SCHEMA = pa.schema([
     ("client_timeout_ms", pa.int64()),
 ])
 
-# The derived prev_offset of commits and pulls: the previous value of the same position.
-EVENTS_SQL = """
-CREATE OR REPLACE TEMP VIEW events AS
+# The derived prev_offset of commits and pulls: the previous value of the same position of the
+# same key (a broadcast client is its own key). expire/delete set it to null: -1 stands for
+# that null inside the window so IGNORE NULLS skips only events of other kinds.
+EVENTS_SELECT = """
 WITH raw AS ({source}),
-keyed AS (
-    SELECT *, CASE WHEN kind = 'pull' THEN 'pulled' ELSE 'committed' END AS position
-    FROM raw
+pre AS (
+    SELECT r.*, coalesce(g.mode = 'broadcast' AND r.client_id IS NOT NULL, false) AS per_client
+    FROM raw r LEFT JOIN groups g USING (consumer_group)
+    {prefilter}
 )
 SELECT seq, ts, kind, consumer_group, topic, queue_id, "offset",
-       CASE WHEN prev_offset IS NULL AND kind IN ('commit', 'pull') THEN
-           lag("offset") OVER (
-               PARTITION BY consumer_group, topic, queue_id, client_id, position ORDER BY seq)
-       ELSE prev_offset END AS prev_offset,
+       CASE WHEN prev_offset IS NOT NULL OR kind NOT IN ('commit', 'pull') THEN prev_offset
+            WHEN kind = 'commit' THEN nullif(last_value(
+                CASE WHEN kind IN ('initial', 'commit', 'reset', 'sync', 'clamp', 'expire', 'delete')
+                     THEN coalesce("offset", -1) END IGNORE NULLS) OVER w, -1)
+            ELSE nullif(last_value(
+                CASE WHEN kind IN ('pull', 'initial', 'reset', 'expire', 'delete')
+                     THEN coalesce("offset", -1) END IGNORE NULLS) OVER w, -1)
+       END AS prev_offset,
        generation, client_id, coalesce(actor, client_id) AS actor, store_ts, detail
-FROM keyed
+FROM pre
+WINDOW w AS (
+    PARTITION BY consumer_group, topic, queue_id, CASE WHEN per_client THEN client_id END
+    ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 """
+
+
+def events_select(source: str, prefilter: str = "") -> str:
+    """The events with derived prev_offset; `prefilter` (a WHERE on key columns or an upper
+    ts bound) may only drop whole keys or later events, never an event's predecessor."""
+    return EVENTS_SELECT.format(source=source, prefilter=prefilter)
 
 
 def _in_list(items: Sequence[str]) -> str:
@@ -258,7 +273,8 @@ class View:
     def refresh_events(self, segment_paths: Sequence[Path], tail: pa.Table) -> None:
         """Point the `events` view at the current segments and tail."""
         self.con.register("events_tail", tail)
-        self.con.execute(EVENTS_SQL.format(source=segments_source(segment_paths, "events_tail")))
+        source = segments_source(segment_paths, "events_tail")
+        self.con.execute("CREATE OR REPLACE TEMP VIEW events AS " + events_select(source))
 
     def close(self) -> None:
         self.con.close()

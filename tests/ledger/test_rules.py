@@ -364,3 +364,21 @@ def test_policy_rate_limits_resets_per_group(ledger, clock):
     clock.advance(3_600_000)
     ledger.reset(G, Scenario("to_offset", 20), scope=Scope(all_topics=True)).execute()
     assert ledger.committed(G, T, 0) == 20
+
+
+# ---------------------------------------------------------------- history
+def test_history_derives_prev_offset_across_clients_of_a_clustering_group(ledger, clock):
+    _queue(ledger, 300)
+    _committed_at(ledger, 100)  # c1 pulled from 0 and committed 100
+    clock.advance(1000)
+    ledger.pull(G, T, 0, client="c2", max_count=50)  # another client: from committed 100
+    ledger.commit(G, T, 0, 150, client="c2")
+    rows = ledger.history(group=G, kind="commit").to_pylist()
+    assert [(r["client_id"], r["prev_offset"], r["offset"]) for r in rows] == [
+        ("c1", 0, 100), ("c2", 100, 150)]
+    pulls = ledger.history(group=G, kind="pull").to_pylist()
+    assert [(r["prev_offset"], r["offset"]) for r in pulls] == [(0, 32), (32, 150)]
+    window = ledger.history(group=G, kind="commit", since_ms=clock.now).to_pylist()
+    assert [(r["prev_offset"], r["offset"]) for r in window] == [(100, 150)]
+    assert ledger.sql("SELECT prev_offset FROM events WHERE kind = 'commit' ORDER BY seq"
+                      ).column(0).to_pylist() == [0, 100]
