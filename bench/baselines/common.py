@@ -32,25 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-#: The ledger's event schema (ledger/events.py), copied so the bench does not depend on a module
-#: under construction; tests/bench checks that the column names still agree.
-EVENT_SCHEMA: pa.Schema = pa.schema(
-    [
-        pa.field("seq", pa.int64(), nullable=False),
-        pa.field("ts", pa.int64(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("consumer_group", pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("queue_id", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("prev_offset", pa.int64()),
-        pa.field("generation", pa.int32()),
-        pa.field("client_id", pa.string()),
-        pa.field("actor", pa.string()),
-        pa.field("store_ts", pa.int64()),
-        pa.field("detail", pa.string()),
-    ]
-)
+from ledger.events import EVENT_SCHEMA
+
+#: Every baseline stores rows of the ledger's own event schema.
 COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA.names)
 #: Kinds that set the committed offset (DESIGN.md, Events).
 COMMITTED_KINDS: tuple[str, ...] = ("initial", "commit", "reset", "sync", "clamp", "expire",

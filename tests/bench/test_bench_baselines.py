@@ -30,11 +30,6 @@ def busy_events() -> common.EventRows:
     return rows
 
 
-def test_schema_matches_the_ledger() -> None:
-    events = pytest.importorskip("ledger.events")
-    assert tuple(events.COLUMNS) == common.COLUMNS
-
-
 def test_rows_per_batch_cover_every_event(events: common.EventRows) -> None:
     batches = list(events.batches(1000))
     assert sum(b.num_rows for b in batches) == events.n_events
