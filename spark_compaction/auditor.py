@@ -1,0 +1,364 @@
+"""Audit: the DuckDB view checked against a full Spark replay, and anomalies found in history.
+
+Findings (any one makes the audit unclean):
+- `view_mismatch`: a key whose committed offset or generation in the view (exported by the driver
+  through `Ledger.sql` over `progress`; Spark cannot read a DuckDB file) differs from a full
+  replay of checkpoint + log, or that only one side has.
+- `commit_regression`: a commit lower than the previous committed value of the same key (per
+  broadcast client where the group was broadcast at that point) with no reset, sync, delete,
+  expire or clamp in between.
+- `beyond_max_offset` / `below_min_offset`: a position event (initial, commit, reset, sync,
+  clamp, pull) whose offset lies outside [MinOffset, MaxOffset] of its queue at that time, as
+  `queue_append` / `queue_truncate` events set them (queues with unknown bounds are skipped).
+- `seq_gap` / `seq_duplicate`: seqs missing from, or repeated in, [log start, next seq).
+
+Resets (and refused resets) are listed, not findings: actor, reason and mode (from the detail
+JSON), from -> to, and how many messages the move replays (backwards) or skips (forwards).
+
+Spark jobs are few on purpose (each costs scheduling time even on a small ledger): the replay,
+one query for regressions, bounds and resets together, one aggregate for seqs (refined only where
+it finds something), and the lag series when a report is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ledger import Ledger
+from ledger.checkpoint import CHECKPOINT_SCHEMA
+from ledger.errors import HistoryUnavailable
+from spark_compaction.session import (
+    LogSnapshot,
+    events_frame,
+    open_reader,
+    read_parquet,
+    snapshot_of,
+    spark_session,
+)
+from spark_compaction.timeline import SETTING_KINDS, ReplayPoint, keyed_sql, replay_frame
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Findings of one kind (and resets) sent to the driver at most; the counts are always exact.
+FINDINGS_PER_KIND_MAX = 1000
+RESETS_MAX = 10_000
+#: Seqs are checked per bucket of this many; only buckets with a gap or a duplicate are read.
+SEQ_BUCKET = 65_536
+SEQ_BUCKETS_REFINED_MAX = 16
+
+EVENTS_VIEW = "ol_audit_events"
+CHECKPOINT_VIEW = "ol_audit_checkpoint"
+KEYED_VIEW = "ol_audit_keyed"
+
+Progress = Callable[[str], None]
+
+FINDINGS_SQL = f"""
+WITH setting AS (
+    SELECT seq, ts,
+           CASE WHEN kind IN ('cp_position', 'cp_client') THEN 'checkpoint' ELSE kind END AS kind,
+           consumer_group, topic, queue_id, ckey, `offset`, client_id, actor
+    FROM {KEYED_VIEW} WHERE kind IN {SETTING_KINDS} OR kind IN ('cp_position', 'cp_client')
+),
+chain AS (
+    SELECT *, lag(kind) OVER w AS prev_kind, lag(`offset`) OVER w AS prev_value,
+           lag(seq) OVER w AS prev_seq
+    FROM setting
+    WINDOW w AS (PARTITION BY consumer_group, topic, queue_id, ckey ORDER BY seq)
+),
+marks AS (
+    SELECT seq, ts, topic, queue_id,
+           CASE WHEN kind = 'queue_append' THEN `offset` END AS qmax,
+           CASE WHEN kind = 'queue_truncate' THEN `offset` END AS qmin,
+           CAST(NULL AS STRING) AS kind, CAST(NULL AS STRING) AS consumer_group,
+           CAST(NULL AS STRING) AS client_id, CAST(NULL AS STRING) AS actor,
+           CAST(NULL AS BIGINT) AS `offset`
+    FROM {EVENTS_VIEW} WHERE kind IN ('queue_append', 'queue_truncate')
+    UNION ALL
+    SELECT CAST(-1 AS BIGINT), CAST(NULL AS BIGINT), topic, queue_id, max_offset, min_offset,
+           NULL, NULL, NULL, NULL, NULL
+    FROM {CHECKPOINT_VIEW} WHERE `row` = 'queue'
+    UNION ALL
+    SELECT seq, ts, topic, queue_id, NULL, NULL, kind, consumer_group, client_id, actor, `offset`
+    FROM {KEYED_VIEW}
+    WHERE kind IN ('initial', 'commit', 'reset', 'sync', 'clamp', 'pull') AND `offset` IS NOT NULL
+),
+bounded AS (
+    SELECT *, last(qmax, true) OVER w AS max_offset,
+           coalesce(last(qmin, true) OVER w, 0) AS min_offset
+    FROM marks
+    WINDOW w AS (PARTITION BY topic, queue_id ORDER BY seq
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+found AS (
+    SELECT 'commit_regression' AS finding, seq, ts, kind, consumer_group, topic, queue_id,
+           client_id, actor, `offset`, prev_value, prev_seq, prev_kind,
+           CAST(NULL AS BIGINT) AS min_offset, CAST(NULL AS BIGINT) AS max_offset,
+           CAST(NULL AS BIGINT) AS prev_offset, CAST(NULL AS INT) AS generation,
+           CAST(NULL AS STRING) AS detail
+    FROM chain
+    WHERE kind = 'commit' AND prev_kind IN ('commit', 'initial', 'checkpoint')
+      AND `offset` < prev_value
+    UNION ALL
+    SELECT CASE WHEN `offset` > max_offset THEN 'beyond_max_offset' ELSE 'below_min_offset' END,
+           seq, ts, kind, consumer_group, topic, queue_id, client_id, actor, `offset`,
+           NULL, NULL, NULL, min_offset, max_offset, NULL, NULL, NULL
+    FROM bounded
+    WHERE kind IS NOT NULL AND max_offset IS NOT NULL
+      AND (`offset` > max_offset OR `offset` < min_offset)
+    UNION ALL
+    SELECT 'reset', seq, ts, kind, consumer_group, topic, queue_id, client_id, actor, `offset`,
+           NULL, NULL, NULL, NULL, NULL, prev_offset, generation, detail
+    FROM {KEYED_VIEW} WHERE kind IN ('reset', 'reset_refused')
+)
+SELECT * FROM (
+    SELECT *, count(*) OVER (PARTITION BY finding) AS total,
+           row_number() OVER (PARTITION BY finding ORDER BY seq) AS rn
+    FROM found WHERE ts >= {{since}}
+) WHERE rn <= CASE WHEN finding = 'reset' THEN {RESETS_MAX} ELSE {FINDINGS_PER_KIND_MAX} END
+"""
+
+SEQS_SQL = f"""
+WITH per_seq AS (
+    SELECT b, seq, count(*) AS n
+    FROM (SELECT /*+ REPARTITION(b) */ seq div {SEQ_BUCKET} AS b, seq FROM {EVENTS_VIEW}) s
+    GROUP BY b, seq
+)
+SELECT b, min(seq) AS lo, max(seq) AS hi, count(*) AS seqs, sum(n) AS rows
+FROM per_seq GROUP BY b
+"""
+
+
+def _seq_findings(
+    spark: SparkSession, snap: LogSnapshot, seq_to: int
+) -> dict[str, tuple[int, list[dict]]]:
+    """Duplicated seqs and missing ranges of seqs in [log start, seq_to)."""
+    buckets = sorted(spark.sql(SEQS_SQL).toArrow().to_pylist(), key=lambda r: r["b"])
+    gaps: list[tuple[int, int]] = []
+    bad: list[int] = []
+    expected = snap.start_seq
+    for bk in buckets:
+        if bk["lo"] > expected:
+            gaps.append((expected, bk["lo"]))
+        if bk["seqs"] != bk["hi"] - bk["lo"] + 1 or bk["rows"] != bk["seqs"]:
+            bad.append(bk["b"])
+        expected = max(expected, bk["hi"] + 1)
+    if expected < seq_to:
+        gaps.append((expected, seq_to))
+    dups: list[dict[str, Any]] = []
+    refined = bad[:SEQ_BUCKETS_REFINED_MAX]
+    if refined:
+        chosen = ", ".join(str(int(b)) for b in refined)
+        rows = spark.sql(
+            f"SELECT seq, count(*) AS n FROM {EVENTS_VIEW} WHERE seq div {SEQ_BUCKET} IN "
+            f"({chosen}) GROUP BY seq").toArrow().sort_by("seq").to_pylist()
+        for prev, cur in zip(rows, rows[1:], strict=False):
+            same_bucket = prev["seq"] // SEQ_BUCKET == cur["seq"] // SEQ_BUCKET
+            if same_bucket and cur["seq"] > prev["seq"] + 1:
+                gaps.append((prev["seq"] + 1, cur["seq"]))
+        dups = [{"seq": r["seq"], "copies": r["n"]} for r in rows if r["n"] > 1]
+    gaps.sort()
+    gap_rows = [{"gap_from": a, "gap_to": b} for a, b in gaps]
+    # Buckets beyond the refined ones only count (extra copies; their inner gaps as one each).
+    unrefined = set(bad[SEQ_BUCKETS_REFINED_MAX:])
+    rest = [bk for bk in buckets if bk["b"] in unrefined]
+    gap_total = len(gap_rows) + sum(bk["seqs"] != bk["hi"] - bk["lo"] + 1 for bk in rest)
+    dup_total = len(dups) + sum(bk["rows"] - bk["seqs"] for bk in rest)
+    return {
+        "seq_gap": (gap_total, gap_rows[:FINDINGS_PER_KIND_MAX]),
+        "seq_duplicate": (dup_total, dups[:FINDINGS_PER_KIND_MAX]),
+    }
+
+
+def _view_rows(root: Path) -> tuple[list[dict[str, Any]], int, int]:
+    """The view's current committed offsets (through the Ledger: the DuckDB file when free, else
+    a reader's consistent prefix), the log position they reflect and the ledger time."""
+    from ledger.ledger import wall_clock_ms
+
+    frozen = wall_clock_ms()  # one instant for the view's broadcast liveness and the replay's
+    with Ledger.open_for_read(root, clock=lambda: frozen) as led:
+        rows = led.sql(
+            "SELECT consumer_group, topic, queue_id, committed_offset, generation FROM progress"
+        ).to_pylist()
+        return rows, led.log.next_seq, led.now_ms()
+
+
+def _compare(view: list[dict], replayed: list[dict]) -> tuple[int, list[dict[str, Any]]]:
+    def keyed(rows: list[dict]) -> dict[tuple, tuple]:
+        return {(r["consumer_group"], r["topic"], r["queue_id"]):
+                (r["committed_offset"], r["generation"]) for r in rows}
+
+    v, r = keyed(view), keyed(replayed)
+    out = []
+    for key in sorted(set(v) | set(r)):
+        if v.get(key) != r.get(key):
+            vv, rr = v.get(key, (None, None)), r.get(key, (None, None))
+            out.append({
+                "consumer_group": key[0], "topic": key[1], "queue_id": key[2],
+                "view_committed": vv[0], "view_generation": vv[1],
+                "replay_committed": rr[0], "replay_generation": rr[1],
+            })
+    return len(out), out[:FINDINGS_PER_KIND_MAX]
+
+
+def _full_replay_point(snap: LogSnapshot, seq_to: int, now_ms: int) -> ReplayPoint:
+    """From the log start: from nothing when the log starts at 0, else from the first
+    checkpoint at or after the start (retention leaves one there)."""
+    if snap.start_seq == 0:
+        return ReplayPoint(0, seq_to, now_ms, None)
+    later = [(c, p) for c, p in snap.checkpoints if snap.start_seq <= c <= seq_to]
+    if not later:
+        raise HistoryUnavailable(
+            f"the log starts at seq {snap.start_seq} and no checkpoint at or after it: "
+            "a full replay is not possible")
+    return ReplayPoint(later[0][0], seq_to, now_ms, later[0][1])
+
+
+def _message(kind: str, r: dict[str, Any]) -> str:
+    where = f"{r.get('consumer_group')} {r.get('topic')}:{r.get('queue_id')}"
+    if r.get("client_id"):
+        where += f" client {r['client_id']}"
+    if kind == "view_mismatch":
+        return (f"{where}: view has committed {r['view_committed']} gen {r['view_generation']}, "
+                f"replay has {r['replay_committed']} gen {r['replay_generation']}")
+    if kind == "commit_regression":
+        return (f"{where}: commit {r['offset']} at seq {r['seq']} is below {r['prev_value']} "
+                f"({r['prev_kind']} at seq {r['prev_seq']}) with no reset in between")
+    if kind == "beyond_max_offset":
+        return (f"{where}: {r['event_kind']} to {r['offset']} at seq {r['seq']} is above MaxOffset "
+                f"{r['max_offset']}")
+    if kind == "below_min_offset":
+        return (f"{where}: {r['event_kind']} to {r['offset']} at seq {r['seq']} is below MinOffset "
+                f"{r['min_offset']}")
+    if kind == "seq_gap":
+        return f"seqs {r['gap_from']}..{r['gap_to'] - 1} are missing"
+    if kind == "seq_duplicate":
+        return f"seq {r['seq']} appears {r['copies']} times"
+    return kind
+
+
+def reset_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A reset event as an auditor reads it: who, why, from -> to, messages replayed/skipped."""
+    try:
+        detail = json.loads(r["detail"]) if r["detail"] else {}
+    except ValueError:
+        detail = {"raw": r["detail"]}
+    if not isinstance(detail, dict):
+        detail = {"raw": detail}
+    before, after = r["prev_offset"], r["offset"]
+    delta = after - before if before is not None and after is not None else None
+    return {
+        "seq": r["seq"], "ts": r["ts"], "consumer_group": r["consumer_group"],
+        "topic": r["topic"], "queue_id": r["queue_id"], "client_id": r["client_id"],
+        "actor": r["actor"], "status": "refused" if r["kind"] == "reset_refused" else "applied",
+        "mode": detail.get("mode"), "value": detail.get("value"), "reason": detail.get("reason"),
+        "backward_only": bool(detail.get("backward_only", False)),
+        "from_offset": before, "to_offset": after, "generation": r["generation"],
+        "replays": -delta if delta is not None and delta < 0 else 0,
+        "skips": delta if delta is not None and delta > 0 else 0,
+    }
+
+
+def prepare_views(spark: SparkSession, snap: LogSnapshot, seq_to: int) -> None:
+    """Temp views the audit queries read: events [log start, seq_to), the checkpoint at the log
+    start (when retention moved it) and the keyed position events (`timeline.KEYED_SQL`)."""
+    events = events_frame(spark, [snap], seq_lt=seq_to).where(f"seq < {int(seq_to)}")
+    events.createOrReplaceTempView(EVENTS_VIEW)
+    seed = [p for c, p in snap.checkpoints if c == snap.start_seq and c > 0]
+    read_parquet(spark, seed, CHECKPOINT_SCHEMA).createOrReplaceTempView(CHECKPOINT_VIEW)
+    keyed = keyed_sql(EVENTS_VIEW, CHECKPOINT_VIEW, snap.start_seq, seq_to)
+    spark.sql(keyed).createOrReplaceTempView(KEYED_VIEW)
+
+
+def audit(
+    root: str | os.PathLike[str],
+    *,
+    since_ts: int | None = None,
+    master: str | None = None,
+    report: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Audit one ledger root (see the module doc). `since_ts` limits the anomaly findings and the
+    reset listing to events at or after it (the view check is always complete); `report` writes
+    an HTML report there. `clean` is True when there are no findings."""
+    say = progress or (lambda _msg: None)
+    started = time.perf_counter()
+    root = Path(root)
+    timings: dict[str, float] = {}
+
+    def lap(name: str, t: float) -> float:
+        now = time.perf_counter()
+        timings[name] = round(now - t, 3)
+        return now
+
+    say("exporting the view")
+    view, view_seq, now_ms = _view_rows(root)
+    with open_reader(root) as log:
+        snap = snapshot_of(log)
+    seq_to = min(view_seq, snap.next_seq)
+    t = lap("view_export", started)
+    say("starting Spark")
+    spark = spark_session(master)
+    prepare_views(spark, snap, seq_to)
+    t = lap("setup", t)
+
+    say("full replay vs the view")
+    point = _full_replay_point(snap, seq_to, now_ms)
+    replayed = replay_frame(spark, snap, point).toArrow().to_pylist()
+    found: dict[str, tuple[int, list[dict]]] = {"view_mismatch": _compare(view, replayed)}
+    t = lap("replay", t)
+
+    say("commit regressions, offsets out of range, resets")
+    since = int(since_ts) if since_ts is not None else -(2**62)
+    rows = spark.sql(FINDINGS_SQL.format(since=since)).toArrow().to_pylist()
+    rows.sort(key=lambda r: r["seq"])
+    for kind in ("commit_regression", "beyond_max_offset", "below_min_offset"):
+        mine = [r for r in rows if r["finding"] == kind]
+        found[kind] = (mine[0]["total"] if mine else 0, mine)
+    resets = [reset_row(r) for r in rows if r["finding"] == "reset"]
+    resets_total = next((r["total"] for r in rows if r["finding"] == "reset"), 0)
+    t = lap("anomalies", t)
+    say("seq gaps and duplicates")
+    found.update(_seq_findings(spark, snap, seq_to))
+    t = lap("seqs", t)
+
+    findings = []
+    for kind, (_, items) in found.items():
+        for item in items:
+            row = {k: v for k, v in item.items() if k not in ("finding", "total", "rn")}
+            if "kind" in row:  # the event's kind; `kind` of a finding names the finding
+                row["event_kind"] = row.pop("kind")
+            findings.append({"kind": kind, **row, "message": _message(kind, row)})
+    result: dict[str, Any] = {
+        "root": str(root),
+        "clean": not any(total for total, _ in found.values()),
+        "findings": findings,
+        "findings_by_kind": {kind: total for kind, (total, _) in found.items()},
+        "resets": resets,
+        "resets_total": resets_total,
+        "checked": {
+            "seq_from": snap.start_seq, "seq_to": seq_to, "now_ms": now_ms,
+            "since_ts": since_ts, "view_keys": len(view), "replay_keys": len(replayed),
+            "replay_from_checkpoint": point.seq_from if point.checkpoint else None,
+        },
+        "report": None,
+        "seconds": timings,
+    }
+    if report is not None:
+        say("lag over time")
+        from spark_compaction.lag import lag_series
+        from spark_compaction.report import write_report
+
+        series = lag_series(spark, snap, KEYED_VIEW, EVENTS_VIEW, CHECKPOINT_VIEW, since_ts)
+        t = lap("lag", t)
+        say("rendering the report")
+        write_report(Path(report), result, series)
+        result["report"] = str(report)
+        lap("report", t)
+    timings["total"] = round(time.perf_counter() - started, 3)
+    return result

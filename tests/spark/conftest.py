@@ -1,0 +1,136 @@
+"""The one SparkSession of the Spark tests, and ledgers to run the jobs on.
+
+Ledgers are built through `Ledger.apply` with an injected clock and small segments, so there are
+several sealed segments and checkpoints; `random_ledger` is a seeded random command stream.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import crc32c
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ledger import Ledger
+from ledger.events import EVENT_SCHEMA, Event, to_record_batch
+from ledger.ledger import _log_settings
+from ledger.settings import load as load_settings
+from storage import OsFileSystem, SegmentedLog
+from storage import manifest as manifest_io
+from storage.names import log_dir
+from tests.conftest import T0, FakeClock
+
+GROUPS = ("g1", "g2", "gb")  # gb is a broadcast group
+TOPICS = ("t1", "t2")
+QUEUES = (0, 1)
+CLIENTS = ("c1", "c2", "c3")
+STEPS_MS = (0, 1, 10, 1_000, 20_000, 60_000)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """local[2], 4 shuffle partitions, UI off: built once for the whole test session."""
+    from spark_compaction.session import spark_session
+
+    session = spark_session("local[2]", shuffle_partitions=4, driver_memory="1g")
+    yield session
+    session.stop()
+
+
+def random_ledger(
+    root: Path, seed: int, commands: int = 250, segment_events_max: int = 40
+) -> tuple[FakeClock, list[int]]:
+    """A seeded random ledger: appends, truncations, pulls, commits (some refused), resets of
+    every mode, syncs, deletes, offset expiry, a broadcast group and groups switching mode.
+    Returns the clock and the ledger time after each command."""
+    rng = random.Random(seed)
+    clock = FakeClock()
+    times: list[int] = []
+    with Ledger.open(root, clock=clock, segment_events_max=segment_events_max) as led:
+        list(led.apply([
+            {"op": "group_set", "group": "gb", "mode": "broadcast", "client_timeout": "PT30S"},
+            {"op": "group_set", "group": "g2", "initial": "earliest"},
+        ]))
+        for i in range(commands):
+            clock.advance(rng.choice(STEPS_MS))
+            group, topic = rng.choice(GROUPS), rng.choice(TOPICS)
+            queue, client = rng.choice(QUEUES), rng.choice(CLIENTS)
+            r = rng.random()
+            if r < 0.15:
+                cmd = {"op": "queue_append", "topic": topic, "queue_id": queue,
+                       "count": rng.randint(1, 60)}
+            elif r < 0.18:
+                q = led.state.queues.get((topic, queue))
+                if q is None:
+                    continue
+                cmd = {"op": "queue_truncate", "topic": topic, "queue_id": queue,
+                       "min_offset": rng.randint(0, q.max_offset)}
+            elif r < 0.55:
+                cmd = {"op": "pull", "group": group, "topic": topic, "queue_id": queue,
+                       "client": client, "max": rng.randint(1, 40)}
+            elif r < 0.88:
+                current = led.committed(group, topic, queue) or 0
+                cmd = {"op": "commit", "group": group, "topic": topic, "queue_id": queue,
+                       "client": rng.choice((*CLIENTS, None)),
+                       "offset": max(0, current + rng.randint(-3, 30))}
+            elif r < 0.94:
+                scenario = rng.choice([
+                    {"to_offset": rng.randint(0, 100)}, {"to_earliest": True},
+                    {"shift_by": -10}, {"to_latest": True},
+                    {"to_datetime": clock.now - rng.randint(0, 300_000)},
+                ])
+                cmd = {"op": "reset", "group": group, "topic": topic, "execute": True,
+                       "actor": "ops", "reason": f"ticket-{i}", **scenario}
+            elif r < 0.96:
+                led.sync([(group, topic, queue, rng.randint(0, 80))], source="broker-a")
+                times.append(clock.now)
+                continue
+            elif r < 0.97:
+                cmd = {"op": "group_delete", "group": rng.choice(("g1", "g2"))}
+            elif r < 0.98:
+                led.retention(offsets_retention_ms=120_000)
+                times.append(clock.now)
+                continue
+            else:  # a group changes its initial policy or its mode mid-history
+                cmd = {"op": "group_set", "group": rng.choice(("g1", "g2")),
+                       **rng.choice([{"initial": rng.choice(["latest", "earliest"])},
+                                     {"mode": rng.choice(["broadcast", "clustering"])}])}
+            list(led.apply([cmd]))
+            times.append(clock.now)
+    return clock, times
+
+
+def append_raw(root: Path, events: list[Event]) -> None:
+    """Append events below the ledger's rules (storage assigns their seqs), as a faulty or
+    malicious writer could: how the audit tests plant anomalies."""
+    settings = _log_settings(load_settings(root))
+    with SegmentedLog.open(root, EVENT_SCHEMA, settings, writer=True) as log:
+        log.append(to_record_batch(events, first_seq=log.next_seq))
+
+
+def rewrite_segment(root: Path, index: int, change) -> pa.Table:
+    """Rewrite sealed segment `index` in place with `change(table)` and fix its size and crc in
+    the manifest (rows and seqs are left as `change` makes them: gaps and duplicates are possible,
+    which storage itself would never write). Returns the original table."""
+    directory = log_dir(root)
+    fs = OsFileSystem()
+    current = manifest_io.load(fs, directory)
+    entry = current.segments[index]
+    path = directory / entry.file
+    original = pq.read_table(path)
+    pq.write_table(change(original), path)
+    content = path.read_bytes()
+    fixed = msgspec.structs.replace(entry, bytes=len(content), crc32c=crc32c.crc32c(content))
+    segments = list(current.segments)
+    segments[index] = fixed
+    manifest_io.commit(fs, directory, msgspec.structs.replace(
+        current, revision=current.revision + 1, segments=tuple(segments)))
+    return original
+
+
+__all__ = ["T0", "FakeClock", "append_raw", "random_ledger", "rewrite_segment"]
