@@ -268,14 +268,17 @@ def open_writer(ctx: typer.Context, **settings: Any) -> Iterator[Ledger]:
 
 @contextlib.contextmanager
 def open_reader(ctx: typer.Context) -> Iterator[Ledger]:
-    """Reads work while another process writes (Ledger.open_for_read); they never create."""
+    """Reads are a read-only snapshot (the manifest's segments, the newest checkpoint and the
+    intact tail, with an in-memory view): they never take the writer lock, so they work while
+    another process writes and never make a writer that starts meanwhile fail. They never
+    create."""
     from ledger import Ledger
 
     root = data_dir(ctx)
     if not (root / "log").exists():
         raise InvalidInput(
             f"no ledger at {root}: nothing written yet (check --data-dir or ${DATA_DIR_ENV})")
-    with Ledger.open_for_read(root) as led:
+    with Ledger.open(root, readonly=True) as led:
         yield led
 
 
@@ -948,6 +951,44 @@ def rebuild(ctx: typer.Context, as_json: bool = json_opt()) -> None:
     emit(out, as_json)
 
 
+@app.command()
+def verify(ctx: typer.Context, as_json: bool = json_opt()) -> None:
+    """Check every segment's checksums and pages, the seq chain, the WAL frames, the newest
+    checkpoint and the view against a replay of the log. Exit 1 if anything is wrong."""
+    from ledger.verify import verify_ledger
+
+    root = data_dir(ctx)
+    if not (root / "log").exists():
+        raise InvalidInput(
+            f"no ledger at {root}: nothing written yet (check --data-dir or ${DATA_DIR_ENV})")
+    report = verify_ledger(root)
+    if as_json:
+        emit_json(report.summary())
+    else:
+        sys.stdout.write(verify_text(report.summary()))
+        sys.stdout.flush()
+    if not report.ok:
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def verify_text(s: dict[str, Any]) -> str:
+    """The verify summary for people: the figures, then one line per problem and note."""
+    checkpoint = (f"checkpoint at seq {s['checkpoint_replayed_seq']} equals a replay"
+                  if s["checkpoint_replayed_seq"] is not None else "no checkpoint replayed")
+    view = (f"view at seq {s['view_position']} equals a replay" if s["view_checked"]
+            else "view not checked")
+    lines = [
+        f"verified {s['data_dir']}: seqs {s['start_seq']}..{s['next_seq']}, {s['segments']} "
+        f"segment(s) and the WAL ({s['wal_events']} events), {s['events']} events, "
+        f"{s['bytes']} bytes, {s['row_groups']} row groups, {s['checkpoints']} checkpoint(s)",
+        f"{checkpoint}; {view}",
+        *(f"note: {n}" for n in s["notes"]),
+        *(f"problem: {p}" for p in s["problems"]),
+        f"{len(s['problems'])} problem(s)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------------- demo
 DEMO_SPARK_ENV = "OFFSET_LEDGER_DEMO_SPARK"
 DEMO_TOPIC, DEMO_GROUP, DEMO_QUEUES, DEMO_MINUTES, DEMO_PER_MINUTE = "orders", "billing", 4, 100, 25
@@ -1182,13 +1223,14 @@ def demo(
 # The Spark engineer adds `compact`, `replay` and `audit` here. Import spark_compaction (and
 # pyspark) lazily inside each command body, never at module level: `--help` must not start a JVM.
 @contextlib.contextmanager
-def spark_progress(enabled: bool) -> Iterator[Callable[[str], None]]:
+def spark_progress() -> Iterator[Callable[[str], None]]:
     """Progress of a Spark job on stderr when it is a terminal: a spinner showing the current
     step and one line per finished step with its time; a no-op otherwise."""
-    if not enabled or not sys.stderr.isatty():
+    if not sys.stderr.isatty():
         yield lambda message: None
         return
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True, highlight=False)
     started = last = time.monotonic()
@@ -1199,11 +1241,11 @@ def spark_progress(enabled: bool) -> Iterator[Callable[[str], None]]:
             nonlocal last
             now = time.monotonic()
             if previous:
-                console.print(f"[dim]{now - started:7.1f}s[/dim]  {previous[-1]} "
-                              f"[dim]({now - last:.1f}s)[/dim]", markup=True)
+                console.print(f"[dim]{now - started:7.1f}s[/dim]  {escape(previous[-1])} "
+                              f"[dim]({now - last:.1f}s)[/dim]")
             previous.append(message)
             last = now
-            status.update(message)
+            status.update(escape(message))
 
         yield step
         if previous:
@@ -1250,7 +1292,7 @@ def compact(
                         ("--row-group-events", row_group_events)):
         if value is not None and value < 1:
             raise InvalidInput(f"invalid {name} {value}: must be a positive integer")
-    with spark_progress(True) as step:
+    with spark_progress() as step:
         out = compact_fn(
             chosen, master=master, progress=step,
             target_events=target_events or TARGET_EVENTS_DEFAULT,
@@ -1320,7 +1362,7 @@ def audit(
             from spark_compaction.timeline import ledger_now_ms
 
             since_ts = ledger_now_ms(root)
-    with spark_progress(True) as step:
+    with spark_progress() as step:
         out = audit_fn(root, since_ts=since_ts, master=master, report=report, progress=step)
     if as_json:
         emit_json(out)

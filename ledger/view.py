@@ -8,12 +8,14 @@ the decoded active tail, so SQL sees every event.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
+from ledger.errors import LedgerError
 from ledger.events import EVENT_SCHEMA
 from ledger.state import Key, QueueKey, State
 
@@ -185,7 +187,14 @@ class View:
 
     @classmethod
     def open(cls, path: Path | None) -> View:
-        return cls(duckdb.connect(str(path) if path is not None else ":memory:"))
+        try:
+            return cls(duckdb.connect(str(path) if path is not None else ":memory:"))
+        except duckdb.IOException as e:  # another process holds the file (DuckDB's lock)
+            text = " ".join(str(e).split())
+            holder = re.search(r"\(PID \d+\)", text)
+            raise LedgerError(
+                f"cannot open the view {path}: {text[:holder.end()] if holder else text[:200]}; "
+                "close the other process's connection to it") from None
 
     def position(self) -> int | None:
         row = self.con.execute("SELECT max(next_seq) FROM view_position").fetchone()

@@ -14,6 +14,7 @@ from storage.errors import (
     SchemaError,
     SettingsError,
     StorageError,
+    WriteFailedError,
 )
 from storage.fs import FileSystem, OsFileSystem
 from storage.log import (
@@ -46,4 +47,5 @@ __all__ = [
     "SegmentedLog",
     "SettingsError",
     "StorageError",
+    "WriteFailedError",
 ]

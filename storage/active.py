@@ -13,7 +13,7 @@ import msgspec
 import pyarrow as pa
 
 from storage import names
-from storage.errors import LogFailedError
+from storage.errors import CorruptSegmentError, LogFailedError, StorageError
 from storage.frames import DecodedFrames, decode_frames, encode_frame
 from storage.fs import FileHandle, FileSystem, sync_handle, write_all
 
@@ -73,6 +73,15 @@ class ActiveSegment:
         except FileNotFoundError:
             return RecoveredTail(str(self.path), 0, 0, 0, None)
         decoded = self._decode(data)
+        if truncate and decoded.error is not None and not decoded.torn:
+            # Not what a crash leaves: cutting here would drop acknowledged frames silently.
+            first = self.base_seq + sum(b.num_rows for b in decoded.batches)
+            raise CorruptSegmentError(
+                self.path, first, None,
+                f"{decoded.error}, with {decoded.bytes_cut} bytes from there to the end of the "
+                f"file: not a torn last write; the {decoded.end_offset} bytes before it are "
+                f"intact (truncate the file to that size to discard seq {first} onwards)",
+            )
         for batch in decoded.batches:
             self._remember(batch)
         self.bytes = decoded.end_offset
@@ -112,7 +121,10 @@ class ActiveSegment:
         A failed write is undone by truncating back to the previous end; if even that fails the
         file's content is unknown and `LogFailedError` is raised.
         """
-        header, payload = encode_frame(batch)
+        try:
+            header, payload = encode_frame(batch)
+        except ValueError as exc:
+            raise StorageError(f"cannot append to {self.path}: {exc}; append fewer rows") from exc
         created = False
         if self._handle is None:
             created = self.bytes == 0 and not self.fs.exists(self.path)

@@ -33,7 +33,9 @@ class CorruptSegmentError(StorageError):
         self.base_seq = base_seq
         self.end_seq = end_seq
         self.why = why
-        where = f" (seq {base_seq}..{end_seq})" if base_seq is not None else ""
+        where = ""
+        if base_seq is not None:
+            where = f" (seq {base_seq}..{end_seq})" if end_seq is not None else f" (seq {base_seq}..)"
         super().__init__(f"corrupt segment {self.path}{where}: {why}")
 
 
@@ -81,6 +83,31 @@ class FsyncError(StorageError):
         super().__init__(f"fsync of {self.path} failed: {cause}")
 
 
+class WriteFailedError(StorageError, OSError):
+    """A write, rename or delete of the log failed (disk full, I/O error) and was undone: the log
+    holds what it held before the call, and stays usable once the cause is fixed.
+
+    Also an OSError (with the cause's errno), so callers that handle disk errors still do.
+    """
+
+    def __init__(self, root: Path | str, cause: OSError):
+        self.root = Path(root)
+        self.cause = cause
+        OSError.__init__(
+            self,
+            f"a write to the log at {self.root} failed and was undone ({_os_error_text(cause)}); "
+            "what was acknowledged before is intact",
+        )
+        self.errno = cause.errno
+
+
+def _os_error_text(cause: OSError) -> str:
+    text = cause.strerror or str(cause) or type(cause).__name__
+    if cause.filename is not None:
+        text += f": {cause.filename}"
+    return text
+
+
 class LogFailedError(StorageError):
     """The log saw an fsync failure (or an uncertain write) and refuses changes until reopened.
 
@@ -91,6 +118,6 @@ class LogFailedError(StorageError):
     def __init__(self, cause: BaseException):
         self.cause = cause
         super().__init__(
-            f"the log is unusable after a failed fsync or write ({cause!r}); "
+            f"the log is unusable after a failed fsync or write ({cause}); "
             "close it and open it again to recover from what is on disk"
         )

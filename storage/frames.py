@@ -35,6 +35,10 @@ class DecodedFrames(msgspec.Struct):
     end_offset: int
     total_bytes: int
     error: str | None = None
+    # The bytes after the prefix can only be a torn last write: a frame header cut short, a
+    # frame running to or past the end of the file, or zeros. Anything else (a bad frame with
+    # bytes after it, a frame whose checksum holds but whose rows do not fit) is corruption.
+    torn: bool = True
 
     @property
     def bytes_cut(self) -> int:
@@ -75,6 +79,7 @@ def decode_frames(
     batches: list[pa.RecordBatch] = []
     pos = 0
     error: str | None = None
+    torn = True
     while pos < total:
         if total - pos < HEADER_BYTES:
             error = f"torn frame header at byte {pos}"
@@ -82,21 +87,26 @@ def decode_frames(
         length, checksum = HEADER.unpack_from(buffer, pos)
         if length == 0 or total - pos - HEADER_BYTES < length:
             error = f"torn frame at byte {pos} (length {length})"
+            torn = length != 0 or not buffer.slice(pos).to_pybytes().strip(b"\0")
             break
         payload = buffer.slice(pos + HEADER_BYTES, length)
         if crc32c.crc32c(payload) != checksum:
             error = f"checksum mismatch in frame at byte {pos}"
+            torn = pos + HEADER_BYTES + length == total  # the last write, never fsynced
             break
         try:
             batch = pa.ipc.read_record_batch(payload, schema)
         except (pa.ArrowException, ValueError) as exc:
             error = f"undecodable frame at byte {pos}: {exc}"
+            torn = False
             break
         if validate is not None:
             why = validate(batch)
             if why is not None:
                 error = f"invalid frame at byte {pos}: {why}"
+                torn = False
                 break
         batches.append(batch)
         pos += HEADER_BYTES + length
-    return DecodedFrames(batches=batches, end_offset=pos, total_bytes=total, error=error)
+    return DecodedFrames(batches=batches, end_offset=pos, total_bytes=total, error=error,
+                         torn=torn)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import crc32c
 import msgspec
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,7 @@ from storage.errors import (
     ReadOnlyError,
     SchemaError,
     StorageError,
+    WriteFailedError,
 )
 from storage.fs import (
     FileSystem,
@@ -55,7 +57,7 @@ from storage.sealed import (
     range_mask,
     read_segment,
     read_table,
-    write_parquet,
+    write_parquet_checked,
 )
 from storage.settings import LogSettings
 
@@ -65,6 +67,8 @@ SEQ_COLUMN = "seq"
 TS_COLUMN = "ts"
 # How often a reader re-reads the manifest when a writer changes files under it.
 READER_RETRIES_MAX = 20
+# Sealed files are checksummed in pieces of this size (no whole-file buffer for big segments).
+CRC_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class SegmentInfo(msgspec.Struct, frozen=True):
@@ -158,6 +162,7 @@ class SegmentedLog:
         self._closed = False
         self._last_sync_ms = 0
         self._footers = FooterCache()
+        self._verified_files: set[tuple[str, int, int]] = set()
         self.last_read_stats = ReadStats()
         self.recovery = RecoveryReport(tail=RecoveredTail("", 0, 0, 0, None))
 
@@ -221,6 +226,7 @@ class SegmentedLog:
             if tail.bytes_cut:
                 log.warning("cut %d bytes of torn tail from %s: %s", tail.bytes_cut,
                             tail.path, tail.reason)
+            deleted += self._drop_checkpoints_beyond_the_end()
             now = self._clock()
             self._last_sync_ms = now
             if self._active.rolling_ts_ms is not None:
@@ -230,12 +236,28 @@ class SegmentedLog:
             if (active.events >= self.settings.segment_events_max
                     or active.bytes >= self.settings.segment_bytes_max):
                 with self._failing_on_fsync():
-                    sealed = self._seal()
+                    sealed = self._seal_after_append()  # a full disk must not stop the open
             self.recovery = RecoveryReport(tail, tuple(deleted), tuple(sealed))
         except BaseException:
             self._active.close()
             self._lock.release()
             raise
+
+    def _drop_checkpoints_beyond_the_end(self) -> list[str]:
+        """Unlist checkpoints past the recovered log end: they hold a state of events the log
+        lost (an unsynced tail under durability "batch" or "none", then a power loss), and the
+        seq they name would later be reached by other events."""
+        end = self._active.end_seq
+        beyond = [c for c in self._manifest.checkpoints if c.seq > end]
+        if not beyond:
+            return []
+        with self._failing_on_fsync():
+            self._commit(checkpoints=tuple(c for c in self._manifest.checkpoints if c.seq <= end))
+        log.warning("dropped checkpoints beyond the log end %d: %s", end,
+                    [c.file for c in beyond])
+        for checkpoint in beyond:
+            remove_quietly(self._fs, self._checkpoint_dir / checkpoint.file)
+        return [f"{self._checkpoint_dir.name}/{c.file}" for c in beyond]
 
     def _create(self) -> Manifest:
         """Commit the first manifest of a new log; refuse if segments exist without one."""
@@ -367,7 +389,12 @@ class SegmentedLog:
             if self._failed is not None:
                 raise self._failed
             with self._failing_on_fsync():
-                yield
+                try:
+                    yield
+                except OSError as exc:
+                    if isinstance(exc, StorageError):
+                        raise
+                    raise WriteFailedError(self.root, exc) from exc
 
     @contextmanager
     def _failing_on_fsync(self) -> Iterator[None]:
@@ -386,9 +413,13 @@ class SegmentedLog:
     def append(self, batch: pa.RecordBatch | pa.Table) -> AppendResult:
         """Append rows, giving them dense seqs from `next_seq` (the seq column is overwritten).
 
-        Splits across segments so that none exceeds `segment_events_max`; one frame per segment
-        touched and, with durability "always", one fsync per segment before returning. If it
-        raises, rows [first seq, `next_seq`) of the batch were appended (possibly none).
+        The rows go into the active segment as ONE frame (all or nothing after a crash) and, with
+        durability "always", one fsync before returning; a segment that is full after it is
+        sealed, split into sealed segments of at most `segment_events_max` events. If it raises,
+        none of the rows were appended (`WriteFailedError`: undone), except after an fsync
+        failure (`LogFailedError`), when they may or may not be on disk: reopen to find out.
+        A seal that fails after the rows are durable does not fail the append (the active
+        segment stays the source); the next change retries it and reports its error.
         """
         with self._changing():
             data = self._conform(batch)
@@ -402,16 +433,13 @@ class SegmentedLog:
                 return AppendResult(first, first, tuple(sealed))
             seqs = pa.array(np.arange(first, first + rows, dtype=np.int64))
             data = data.set_column(self._seq_index, self.schema.field(self._seq_index), seqs)
-            position = 0
-            while position < rows:
-                if self._roll_due(now):
-                    sealed += self._seal()
-                room = self.settings.segment_events_max - self._active.events
-                chunk = data.slice(position, room)
-                self._write(chunk, now)
-                position += chunk.num_rows
-            if self._full():
+            if self._roll_due(now):
                 sealed += self._seal()
+            # One frame: after a crash the batch is there whole or not at all, so a command's
+            # events (and an apply batch) are never torn; the seal splits at segment_events_max.
+            self._write(data, now)
+            if self._full():
+                sealed += self._seal_after_append()
             return AppendResult(first, self.next_seq, tuple(sealed))
 
     def _conform(self, data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
@@ -491,48 +519,79 @@ class SegmentedLog:
             sealed = self._seal()
             return sealed[-1] if sealed else None
 
-    def _seal(self) -> list[SegmentInfo]:
+    def _seal(self, *, carry: bool = False) -> list[SegmentInfo]:
         """Write the active segment's rows as Parquet, commit them in the manifest, start anew.
 
         Steps: `<base>.parquet.tmp`, fsync, rename, fsync dir, manifest commit (the seal point),
         then the WAL is deleted. Until the commit the WAL stays the source: a crash before it
         leaves an unlisted Parquet file that the next open deletes, and the seal is redone.
+
+        Sealed segments hold at most `segment_events_max` events. With `carry`, an active segment
+        holding more (one append's frame is never split) seals its full segments only and carries
+        the rest into the next WAL, written and fsynced before the commit (unlisted, and deleted
+        on open, until then), so rolls do not leave small segments behind.
         """
         active = self._active
         if active.events == 0:
             return []
         table = pa.Table.from_batches(active.batches(), schema=self.schema)
         step = self.settings.segment_events_max
+        sealed_rows = table.num_rows
+        if carry and table.num_rows > step:
+            sealed_rows -= table.num_rows % step
         entries: list[SegmentEntry] = []
         written: list[Path] = []
+        following = self._new_active(active.base_seq + sealed_rows)
         try:
-            for offset in range(0, table.num_rows, step):
-                piece = table.slice(offset, step)
+            for offset in range(0, sealed_rows, step):
+                piece = table.slice(offset, min(step, sealed_rows - offset))
                 base = active.base_seq + offset
                 name = names.parquet_name(base)
                 path = self._log_dir / name
-                size = write_parquet(self._fs, path, piece, self.settings)
+                size, crc = write_parquet_checked(self._fs, path, piece, self.settings)
                 written.append(path)
                 ts = pc.min_max(piece.column(TS_COLUMN))
                 entries.append(SegmentEntry(
                     base_seq=base, end_seq=base + piece.num_rows, ts_min=ts["min"].as_py(),
                     ts_max=ts["max"].as_py(), events=piece.num_rows, bytes=size, file=name,
+                    crc32c=crc,
                 ))
+            if sealed_rows < table.num_rows:
+                if not remove_quietly(self._fs, following.path):
+                    raise StorageError(f"cannot remove the leftover {following.path}")
+                written.append(following.path)
+                rest = table.slice(sealed_rows).combine_chunks().to_batches()
+                following.append(pa.concat_batches(rest) if len(rest) > 1 else rest[0],
+                                 self._clock())
+                following.sync()
             sync_dir(self._fs, self._log_dir)
             self._commit(
                 segments=self._manifest.segments + tuple(entries),
-                active_base_seq=active.end_seq,
+                active_base_seq=following.base_seq,
             )
         except Exception as exc:  # not on KeyboardInterrupt: the commit may have happened
+            following.close()
             if not isinstance(exc, FsyncError):
                 for path in written:
                     remove_quietly(self._fs, path)
             raise
         active.close()
         remove_quietly(self._fs, active.path)
-        self._active = self._new_active(active.end_seq)
+        self._active = following
         self._last_sync_ms = self._clock()
         return [self._info(e) for e in entries]
+
+    def _seal_after_append(self) -> list[SegmentInfo]:
+        """Seal a full segment whose rows are already written: a failure other than an fsync's is
+        logged, not raised (the WAL stays the source and the next change retries the seal)."""
+        try:
+            return self._seal(carry=True)
+        except (FsyncError, LogFailedError):
+            raise
+        except (OSError, StorageError) as exc:
+            log.warning("sealing %s failed after its rows were written (%s); the next append "
+                        "retries it", self._active.path, exc)
+            return []
 
     def _commit(self, **changes: object) -> None:
         """Commit a manifest with `changes` and the next revision; the in-memory copy follows."""
@@ -562,8 +621,62 @@ class SegmentedLog:
             return [self._info(e) for e in self._manifest.segments]
 
     def segment_paths(self) -> list[Path]:
-        """Paths of the sealed segments in seq order (what Spark or DuckDB should read)."""
-        return [s.path for s in self.segments()]
+        """Paths of the sealed segments in seq order (what Spark or DuckDB should read).
+
+        Each file is checked once per process against the crc32c the manifest records, because
+        those readers do not verify Parquet page checksums: a damaged segment raises
+        `CorruptSegmentError` naming the file and its seqs instead of answering from bad bytes.
+        """
+        with self._mutex:
+            self._check_open()
+            for attempt in range(READER_RETRIES_MAX):
+                try:
+                    for entry in self._manifest.segments:
+                        self._check_file(entry)
+                    return [self._log_dir / e.file for e in self._manifest.segments]
+                except CorruptSegmentError:
+                    if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
+                        raise
+            raise AssertionError("unreachable")
+
+    def _check_file(self, entry: SegmentEntry) -> None:
+        """The whole file's crc32c equals the manifest's (once per file and process)."""
+        if entry.crc32c is None:
+            return  # swapped in by a version that did not record checksums
+        key = (entry.file, entry.bytes, entry.crc32c)
+        if key in self._verified_files:
+            return
+        path = self._log_dir / entry.file
+        try:
+            source = self._fs.open_input(path)
+        except FileNotFoundError:
+            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+                                      "listed in the manifest but missing") from None
+        except OSError as exc:
+            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+                                      f"cannot open: {exc}") from exc
+        size, crc = 0, 0
+        try:
+            while True:
+                chunk = source.read(CRC_CHUNK_BYTES)
+                if not chunk:
+                    break
+                size += len(chunk)
+                crc = crc32c.crc32c(chunk, crc)
+        except OSError as exc:
+            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+                                      f"cannot read: {exc}") from exc
+        finally:
+            source.close()
+        if size != entry.bytes:
+            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+                                      f"file holds {size} bytes, the manifest says {entry.bytes}")
+        if crc != entry.crc32c:
+            raise CorruptSegmentError(
+                path, entry.base_seq, entry.end_seq,
+                f"crc32c {crc} differs from the manifest's {entry.crc32c}: the file changed after "
+                "it was written (run `offset-ledger verify` for the whole log)")
+        self._verified_files.add(key)
 
     def tail(self) -> pa.Table:
         """The active segment's rows (decoded tail), in seq order, columns in schema order."""
@@ -628,6 +741,7 @@ class SegmentedLog:
                 stats.segments_skipped += 1
                 continue
             stats.segments_read += 1
+            self._check_file(entry)
             ref = SegmentRef(self._log_dir / entry.file, entry.base_seq, entry.end_seq,
                              entry.events, entry.bytes)
             piece = read_segment(self._fs, ref, bounds, read_columns, stats, self._footers)
@@ -680,18 +794,22 @@ class SegmentedLog:
                 )
             name = names.checkpoint_name(seq)
             path = self._checkpoint_dir / name
-            write_parquet(self._fs, path, table, self.settings, self.settings.row_group_events)
+            known = self._manifest.checkpoint_file(seq) is not None
+            size, crc = write_parquet_checked(
+                self._fs, path, table, self.settings, self.settings.row_group_events
+            )
             sync_dir(self._fs, self._checkpoint_dir)
-            if self._manifest.checkpoint_file(seq) is None:
-                listed = sorted(
-                    (*self._manifest.checkpoints, CheckpointEntry(seq, name)), key=lambda c: c.seq
-                )
-                try:
-                    self._commit(checkpoints=tuple(listed))
-                except Exception as exc:  # not on KeyboardInterrupt: it may have committed
-                    if not isinstance(exc, FsyncError):
-                        remove_quietly(self._fs, path)
-                    raise
+            listed = sorted(
+                (*(c for c in self._manifest.checkpoints if c.seq != seq),
+                 CheckpointEntry(seq, name, bytes=size, crc32c=crc)),
+                key=lambda c: c.seq,
+            )
+            try:
+                self._commit(checkpoints=tuple(listed))
+            except Exception as exc:  # not on KeyboardInterrupt: it may have committed
+                if not known and not isinstance(exc, FsyncError):
+                    remove_quietly(self._fs, path)
+                raise
             return path
 
     def checkpoints(self) -> list[int]:
@@ -710,13 +828,15 @@ class SegmentedLog:
         with self._mutex:
             self._check_open()
             for attempt in range(READER_RETRIES_MAX):
-                name = self._manifest.checkpoint_file(seq)
-                if name is None:
+                entry = next((c for c in self._manifest.checkpoints if c.seq == seq), None)
+                if entry is None:
                     raise StorageError(
                         f"no checkpoint at seq {seq}; checkpoints are at {self.checkpoints()}"
                     )
+                name = entry.file
                 try:
-                    return read_table(self._fs, self._checkpoint_dir / name)
+                    return read_table(self._fs, self._checkpoint_dir / name, size=entry.bytes,
+                                      crc=entry.crc32c, seq=seq)
                 except FileNotFoundError:
                     if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
                         raise CorruptSegmentError(
@@ -823,10 +943,11 @@ class SegmentedLog:
                     copied = self._move_in(source, destination)
                     moves.append((source, destination, copied))
                     sync_file(self._fs, destination)
+                    content = self._fs.read_bytes(destination)
                     entries.append(SegmentEntry(
                         base_seq=fact.seq_min, end_seq=fact.seq_max + 1, ts_min=fact.ts_min,
                         ts_max=fact.ts_max, events=fact.rows,
-                        bytes=self._fs.size(destination), file=name,
+                        bytes=len(content), file=name, crc32c=crc32c.crc32c(content),
                     ))
                 sync_dir(self._fs, self._log_dir)
                 segments = self._manifest.segments

@@ -23,6 +23,7 @@ import contextlib
 from collections import OrderedDict
 from pathlib import Path
 
+import crc32c
 import msgspec
 import numpy as np
 import pyarrow as pa
@@ -134,6 +135,18 @@ def write_parquet(
 
     The caller fsyncs the directory once the renames it needs are done.
     """
+    return write_parquet_checked(fs, path, table, settings, row_group_rows)[0]
+
+
+def write_parquet_checked(
+    fs: FileSystem,
+    path: Path,
+    table: pa.Table,
+    settings: LogSettings,
+    row_group_rows: int | None = None,
+) -> tuple[int, int]:
+    """`write_parquet`, returning (size, crc32c of the whole file) for the manifest: Parquet
+    checksums cover pages only, the file checksum also covers the footer (`verify`)."""
     data = encode_parquet(table, settings, row_group_rows)
     tmp = path.with_name(names.tmp_name(path.name))
     write_file_durably(fs, tmp, data)
@@ -143,7 +156,7 @@ def write_parquet(
         with contextlib.suppress(OSError):
             fs.remove(tmp)
         raise
-    return data.size
+    return data.size, crc32c.crc32c(data)
 
 
 class FooterCache:
@@ -353,9 +366,24 @@ def _check_schema(path: Path, found: pa.Schema, expected: pa.Schema) -> None:
             )
 
 
-def read_table(fs: FileSystem, path: Path) -> pa.Table:
-    """A whole Parquet file (checkpoints); FileNotFoundError if it is gone."""
-    source = fs.open_input(path)
+def read_table(
+    fs: FileSystem, path: Path, *, size: int | None = None, crc: int | None = None,
+    seq: int | None = None,
+) -> pa.Table:
+    """A whole Parquet file (checkpoints); FileNotFoundError if it is gone. With the `size` and
+    `crc` the manifest lists, the whole file (footer included) is checked first."""
+    if crc is not None:
+        data = fs.read_bytes(path)
+        where = (0, seq) if seq is not None else (None, None)
+        if size is not None and len(data) != size:
+            raise CorruptSegmentError(path, *where,
+                                      f"file holds {len(data)} bytes, the manifest says {size}")
+        if crc32c.crc32c(data) != crc:
+            raise CorruptSegmentError(path, *where, f"crc32c {crc32c.crc32c(data)} differs from "
+                                      f"the manifest's {crc}: the file changed after it was written")
+        source = pa.BufferReader(data)
+    else:
+        source = fs.open_input(path)
     try:
         return pq.ParquetFile(source, page_checksum_verification=True).read()
     except (OSError, pa.ArrowException, ValueError) as exc:

@@ -47,14 +47,15 @@ def test_an_fsync_failure_during_a_seal_fails_the_log(tmp_path: Path) -> None:
     log.append(make_rows(3))
     fs.fsync_fail_after = fs.fsyncs + 1  # the WAL fsync passes, the Parquet one fails
     with pytest.raises(LogFailedError):
-        log.append(make_rows(4))  # 2 rows fill segment 0, whose seal fails
-    assert log.next_seq == 5  # how far the failed append got
+        log.append(make_rows(4))  # one frame: 7 rows fill segment 0, whose seal fails
+    assert log.next_seq == 7  # the frame was written and fsynced before the seal
     with pytest.raises(LogFailedError):
         log.append(make_rows(1))
     log.close()
     with open_log(tmp_path, settings) as reopened:
-        assert reopened.read().column("seq").to_pylist() == list(range(5))
+        assert reopened.read().column("seq").to_pylist() == list(range(7))
         assert reopened.segments()[0].events == 5  # the seal was redone on open
+        assert reopened.tail().num_rows == 2  # and the rest carried into the next WAL
 
 
 def test_enospc_mid_frame_is_undone_and_the_log_stays_usable(tmp_path: Path) -> None:

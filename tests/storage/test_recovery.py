@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from storage import LogSettings, SegmentedLog, names
+from storage import CorruptSegmentError, LogSettings, SegmentedLog, names
 from storage.active import ActiveSegment
 from storage.frames import frame_bytes
 from tests.storage.storage_helpers import (
@@ -63,16 +63,37 @@ def test_truncation_at_every_byte_keeps_exactly_the_intact_prefix(tmp_path: Path
         assert segment.table().equals(concat(tables[:intact])), cut
 
 
-def test_a_flipped_byte_in_any_frame_cuts_from_that_frame(tmp_path: Path) -> None:
+def test_a_flipped_byte_in_the_last_frame_cuts_it_and_in_an_earlier_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A crash can only tear the last write; a bad frame with bytes after it is corruption of
+    acknowledged data, which the writer refuses (naming the file and seq) instead of cutting."""
     data, ends, tables = _frames()
     starts = [0, *ends[:-1]]
     for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
         for position in (start, start + 3, start + 4, start + 8, (start + end) // 2, end - 1):
             damaged = bytearray(data)
             damaged[position] ^= 0x5A
-            segment, bytes_cut, size = _recover(tmp_path, bytes(damaged))
-            assert size == start and bytes_cut == len(data) - start, (index, position)
-            assert segment.table().equals(concat(tables[:index])), (index, position)
+            length = int.from_bytes(damaged[start:start + 4], "little")
+            runs_past_the_end = start + 8 + length > len(data)
+            if index == len(SIZES) - 1 or runs_past_the_end:  # looks like a torn last write
+                segment, bytes_cut, size = _recover(tmp_path, bytes(damaged))
+                assert size == start and bytes_cut == len(data) - start, (index, position)
+                assert segment.table().equals(concat(tables[:index])), (index, position)
+                continue
+            with pytest.raises(CorruptSegmentError, match=rf"seq {start_seq(index)}\.\.\).*"
+                               "not a torn last write") as raised:
+                _recover(tmp_path, bytes(damaged))
+            assert raised.value.path.name == names.wal_name(0)
+            # a reader (no repair) still reads the intact prefix
+            path = tmp_path / names.wal_name(0)
+            reader = ActiveSegment(NoSyncFS(), tmp_path, 0, SCHEMA, 0, 1)
+            assert reader.load(truncate=False).events == sum(SIZES[:index])
+            assert path.stat().st_size == len(data)  # untouched
+
+
+def start_seq(index: int) -> int:
+    return sum(SIZES[:index])
 
 
 def test_open_cuts_a_torn_tail_and_appends_continue_after_it(tmp_path: Path) -> None:
@@ -157,13 +178,15 @@ def test_crash_at_every_step_of_an_append_that_seals(tmp_path: Path) -> None:
     settings = LogSettings(segment_events_max=10)
 
     def check(log: SegmentedLog, finished: bool) -> None:
-        # The interrupted append was not acknowledged: it may be there, up to the frame it
-        # reached, but never partly inside a frame, duplicated or out of order.
+        # The interrupted append was not acknowledged: it is there whole (one frame) or not at
+        # all, never in part, duplicated or out of order; a full segment is sealed on open and
+        # the rest carried into the next WAL.
         got = log.read()
-        assert got.num_rows in (9, 10, 14)
+        assert got.num_rows in (9, 14)
         assert got.column("seq").to_pylist() == list(range(got.num_rows))
-        if finished:
+        if finished or got.num_rows == 14:
             assert [s.end_seq for s in log.segments()] == [10]
+            assert log.tail().column("seq").to_pylist() == [10, 11, 12, 13]
 
     points = _run_until_done(
         tmp_path, _appended, lambda log: log.append(make_rows(5, salt=9)), check, settings,
@@ -242,9 +265,11 @@ def test_open_seals_a_full_active_segment_left_by_a_crash(tmp_path: Path) -> Non
     with open_log(tmp_path, LogSettings(segment_events_max=100)) as log:
         log.append(make_rows(8))
     with open_log(tmp_path, LogSettings(segment_events_max=3)) as log:
-        assert [s.events for s in log.recovery.sealed] == [3, 3, 2]
-        assert [s.events for s in log.segments()] == [3, 3, 2]
+        assert [s.events for s in log.recovery.sealed] == [3, 3]
+        assert [s.events for s in log.segments()] == [3, 3]
+        assert log.tail().column("seq").to_pylist() == [6, 7]  # carried into the next WAL
         assert log.read().column("seq").to_pylist() == list(range(8))
+        assert_no_orphans(log)
 
 
 def test_unknown_files_are_left_alone(tmp_path: Path) -> None:
@@ -274,3 +299,24 @@ def test_every_acknowledged_append_survives_a_crash_without_close(tmp_path: Path
     log._abandon()
     with open_log(tmp_path, LogSettings(segment_events_max=4)) as reopened:
         assert reopened.read().equals(concat(tables))
+
+
+def test_a_checkpoint_beyond_a_lost_tail_is_dropped_on_open(tmp_path: Path) -> None:
+    """Durability "none": the WAL tail can be lost in a power cut after a checkpoint at its end
+    was written; that checkpoint describes events the log no longer has and must not be used
+    once the seq it names is reached again by other events."""
+    settings = LogSettings(durability="none")
+    with open_log(tmp_path, settings) as log:
+        log.append(make_rows(3))
+        log.write_checkpoint(3, pa.table({"a": [1]}))
+        log.append(make_rows(4))
+        log.write_checkpoint(7, pa.table({"a": [2]}))
+        wal = tmp_path / "log" / names.wal_name(0)
+        size_at_3 = len(frame_bytes(with_seqs(make_rows(3), 0).to_batches()[0]))
+    with open(wal, "r+b") as f:
+        f.truncate(size_at_3)  # the power cut took the last frame
+    with open_log(tmp_path, settings) as log:
+        assert log.next_seq == 3 and log.checkpoints() == [3]
+        assert "checkpoints/" + names.checkpoint_name(7) in log.recovery.files_deleted
+        assert not (tmp_path / "checkpoints" / names.checkpoint_name(7)).exists()
+        assert_no_orphans(log)

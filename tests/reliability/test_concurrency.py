@@ -1,0 +1,185 @@
+"""Processes sharing a data directory: one writer (a second is refused, naming the holder),
+readers answering from a consistent prefix while a long `apply` runs, and the lock of a
+SIGKILLed writer recovered by the kernel (flock), not by guessing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger import Ledger, LedgerError
+from storage import LockedError
+from tests.reliability.helpers import Cli, G, T, assert_one_line_error
+from tests.tools.crash_harness import (
+    ROOT,
+    _cli_command,
+    build_stream,
+    replayed_view,
+    view_rows,
+)
+
+HOLDER = (
+    "import sys\n"
+    "from ledger import Ledger\n"
+    "led = Ledger.open(sys.argv[1])\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def _hold_lock(root: Path) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, cwd=str(ROOT), text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    return child
+
+
+def test_a_second_writer_is_refused_naming_the_holder_pid(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    Ledger.open(root).close()
+    child = _hold_lock(root)
+    try:
+        with pytest.raises(LockedError, match=f"locked by process {child.pid}"):
+            Ledger.open(root)
+        cli = Cli(root)
+        r = cli("commit", "--group", G, "--topic", T, "--queue", "0", "--offset", "1")
+        assert_one_line_error(r, 2, f"process {child.pid}", "one writer per data directory")
+        r = cli("apply", "-", input='{"op":"queue_append","topic":"t","queue_id":0}\n')
+        assert_one_line_error(r, 2, f"process {child.pid}")
+        r = cli("queue", "list", "--json")  # reads still work (a snapshot)
+        assert r.exit_code == 0 and json.loads(r.stdout) == []
+        assert cli("history", "--json").exit_code == 0
+        with Ledger.open_for_read(root) as reader:
+            assert reader.readonly
+            with pytest.raises(LedgerError, match="read-only"):
+                reader.queue_append(T, 0, 1)
+    finally:
+        child.communicate("")
+    with Ledger.open(root) as led:  # released on the holder's exit
+        assert not led.readonly
+
+
+def test_readers_never_take_the_writer_lock(tmp_path: Path) -> None:
+    """A read that happens to start while no writer runs must not make the next writer fail
+    (it did: `open_for_read` opened as the writer when the lock was free)."""
+    root = tmp_path / "data"
+    with Ledger.open(root) as led:
+        led.queue_append(T, 0, 10)
+    with Ledger.open(root, readonly=True) as reader:
+        with Ledger.open(root) as writer:  # not refused by the reader
+            writer.queue_append(T, 0, 5)
+            r = Cli(root)("queue", "list", "--json")  # a CLI read while the writer runs
+            assert r.exit_code == 0 and json.loads(r.stdout)[0]["max_offset"] == 15
+        assert reader.queues()[0]["max_offset"] == 10  # its snapshot does not move
+
+
+def test_a_lock_left_by_a_sigkilled_writer_is_released_by_the_kernel(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    with Ledger.open(root) as led:
+        led.queue_append(T, 0, 10)
+    child = _hold_lock(root)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert (root / "LOCK").read_text().strip() == str(child.pid)  # a stale pid stays behind...
+    with Ledger.open(root) as led:  # ...but the flock died with its process
+        assert (root / "LOCK").read_text().strip() == str(os.getpid())
+        assert led.queue_append(T, 0, 5)["max_offset"] == 15
+    r = Cli(root)("queue", "append", "--topic", T, "--queue", "0", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["max_offset"] == 16
+
+
+def check_snapshot(reader: Ledger, events: object, group: str) -> None:
+    """A reader's snapshot: dense seqs, its in-memory view a replay of them, answers sane."""
+    n = events.num_rows  # type: ignore[attr-defined]
+    assert events.column("seq").to_pylist() == list(range(n))  # type: ignore[attr-defined]
+    assert view_rows(reader.view.con) == replayed_view(events)
+    progress = reader.progress(group)
+    assert all(p["committed_offset"] <= p["max_offset"] for p in progress)
+
+
+def test_reads_during_a_long_apply_answer_from_a_consistent_prefix(tmp_path: Path) -> None:
+    """`apply` reads its commands from a pipe fed in chunks, so it holds the writer lock (and
+    DuckDB's file lock) between chunks for sure; every read in between answers, from a prefix
+    that holds at least every event acknowledged before the read began."""
+    root = tmp_path / "data"
+    lines = build_stream(24_000, seed=11)
+    cli = Cli(root)
+    assert cli("init", "--segment-events", "3000").exit_code == 0
+    batch = 128
+    Ledger.open(root, apply_batch_commands=batch).close()
+    group = json.loads(next(x for x in lines if b'"op":"commit"' in x))["group"]
+    apply = subprocess.Popen([*_cli_command(), "--data-dir", str(root), "apply", "-", "--json"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=str(ROOT))
+    acks: list[dict] = []
+    collector = threading.Thread(
+        target=lambda: acks.extend(json.loads(x) for x in apply.stdout), daemon=True)  # type: ignore[union-attr]
+    collector.start()
+    snapshots = []
+    chunks = 4
+    try:
+        for part in range(chunks):
+            sent = len(lines) * (part + 1) // chunks
+            apply.stdin.write(b"".join(lines[len(lines) * part // chunks:sent]))  # type: ignore[union-attr]
+            apply.stdin.flush()  # type: ignore[union-attr]
+            deadline = time.monotonic() + 60
+            while len(acks) < sent - batch and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert apply.poll() is None
+            acknowledged = max((a["seq"] + 1 for a in list(acks) if "seq" in a), default=0)
+            with Ledger.open(root, readonly=True) as reader:
+                events = reader.log.read()
+                assert events.num_rows >= acknowledged
+                check_snapshot(reader, events, group)
+            snapshots.append(events)
+            for args in (["progress", "--group", group, "--json"],
+                         ["history", "--group", group, "--limit", "3", "--json"],
+                         ["at", "now", "--group", group, "--json"],
+                         ["sql", "SELECT count(*) AS n, max(seq) AS m, count(DISTINCT seq) AS d "
+                                 "FROM events", "--format", "json"]):
+                r = cli(*args)
+                assert r.exit_code == 0, (args, r.stderr)
+                assert "Traceback" not in r.stderr
+                if args[0] == "sql":
+                    [row] = json.loads(r.stdout)
+                    assert row["n"] == row["d"] == (row["m"] or -1) + 1 >= acknowledged
+            assert apply.poll() is None  # the reads happened while the writer was running
+    finally:
+        apply.stdin.close()  # type: ignore[union-attr]
+        collector.join(timeout=300)
+        err = apply.stderr.read()  # type: ignore[union-attr]
+        apply.wait(timeout=300)
+    assert apply.returncode == 0, err
+    assert len(acks) == len(lines)
+    with Ledger.open(root) as led:
+        final = led.log.read()
+    for events in snapshots:  # each reader saw a prefix of what the writer ended with
+        assert events.equals(final.slice(0, events.num_rows))
+    assert snapshots[0].num_rows < snapshots[-1].num_rows < final.num_rows
+
+
+def test_a_view_file_held_by_another_process_is_one_line_exit_2(tmp_path: Path) -> None:
+    """Someone's `duckdb view.duckdb -readonly` session blocks the writer's view: a clear error
+    naming the holder (it was an internal error, exit 3)."""
+    root = tmp_path / "data"
+    Ledger.open(root).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1], "
+         "read_only=True); print('ready', flush=True); sys.stdin.read()", str(root / "view.duckdb")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        r = Cli(root)("queue", "append", "--topic", T, "--queue", "0")
+        assert_one_line_error(r, 2, "cannot open the view", f"(PID {holder.pid})")
+        assert Cli(root)("queue", "list").exit_code == 0  # reads do not need the file
+    finally:
+        holder.communicate("")
+    assert Cli(root)("queue", "append", "--topic", T, "--queue", "0").exit_code == 0
