@@ -75,7 +75,8 @@ def run_stream(led: Ledger, clock: FakeClock, stream) -> list[int]:
     return times
 
 
-@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stream=streams, data=st.data())
 def test_view_rebuild_state_at_and_reopen_agree_with_replay(tmp_path_factory, stream, data):
     root = tmp_path_factory.mktemp("prop")
