@@ -15,6 +15,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from storage import names
 from storage.errors import FsyncError
 
 Buffer = bytes | bytearray | memoryview | pa.Buffer
@@ -181,6 +182,18 @@ def write_file_durably(fs: FileSystem, path: Path, data: Buffer) -> None:
         _remove_quietly(fs, path)
         raise
     handle.close()
+
+
+def write_file_atomically(fs: FileSystem, path: Path, data: Buffer) -> None:
+    """`<path>.tmp`, fsync, rename over `path`: a crash leaves the old file or the new one.
+    The caller fsyncs the directory once the renames it needs are done."""
+    tmp = path.with_name(names.tmp_name(path.name))
+    write_file_durably(fs, tmp, data)
+    try:
+        fs.rename(tmp, path)
+    except BaseException:
+        _remove_quietly(fs, tmp)
+        raise
 
 
 def _remove_quietly(fs: FileSystem, path: Path) -> None:

@@ -8,7 +8,6 @@ commits in one rename (as Delta and Iceberg commit), and the layout works on obj
 from __future__ import annotations
 
 import base64
-import contextlib
 from pathlib import Path
 
 import crc32c
@@ -17,7 +16,7 @@ import pyarrow as pa
 
 from storage import names
 from storage.errors import CorruptManifestError
-from storage.fs import FileSystem, sync_dir, write_file_durably
+from storage.fs import FileSystem, sync_dir, write_file_atomically
 
 FORMAT_VERSION = 1
 
@@ -157,13 +156,6 @@ def commit(fs: FileSystem, log_directory: Path, manifest: Manifest) -> Manifest:
     validate(manifest, path)
     manifest = msgspec.structs.replace(manifest, checksum=checksum_of(manifest))
     data = msgspec.json.format(msgspec.json.encode(manifest), indent=1)
-    tmp = path.with_name(names.tmp_name(path.name))
-    write_file_durably(fs, tmp, data)
-    try:
-        fs.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            fs.remove(tmp)
-        raise
+    write_file_atomically(fs, path, data)
     sync_dir(fs, log_directory)
     return manifest

@@ -19,7 +19,6 @@ latency for size (32,768 rows: about 60% of the latency for 3% more bytes).
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
 from pathlib import Path
 
@@ -30,9 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from storage import names
 from storage.errors import CorruptSegmentError, SchemaError
-from storage.fs import FileSystem, write_file_durably
+from storage.fs import FileSystem, write_file_atomically
 from storage.settings import LogSettings
 
 DATA_PAGE_BYTES = 1024 * 1024
@@ -148,14 +146,7 @@ def write_parquet_checked(
     """`write_parquet`, returning (size, crc32c of the whole file) for the manifest: Parquet
     checksums cover pages only, the file checksum also covers the footer (`verify`)."""
     data = encode_parquet(table, settings, row_group_rows)
-    tmp = path.with_name(names.tmp_name(path.name))
-    write_file_durably(fs, tmp, data)
-    try:
-        fs.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            fs.remove(tmp)
-        raise
+    write_file_atomically(fs, path, data)
     return data.size, crc32c.crc32c(data)
 
 
