@@ -15,6 +15,9 @@ How (TigerBeetle's VOPR in miniature, with real processes and a real disk):
   ("time"), during start-up and recovery ("startup"), or by itself right before or after the
   k-th write / fsync / rename / remove / truncate of the storage layer, or after writing half of
   a write ("targeted": a seal's rename, a manifest commit, a checkpoint, a torn frame).
+  Now and then a compaction swap runs instead (pyarrow merges the oldest segments, rows ordered
+  by key, and `SegmentedLog.replace` swaps them in: the path the Spark job commits through,
+  without a JVM start per kill), killed at one of its storage steps ("swap").
 - After every kill: a read-only snapshot must hold every acknowledged event; the log must be a
   prefix of the reference events (same rows, all columns) ending on a command boundary; every
   other kill the harness also opens it as the writer (recovery), compares the DuckDB view with a
