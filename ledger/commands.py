@@ -250,7 +250,7 @@ def _dispatch(ledger: Ledger, op: str, cmd: dict[str, Any], now: int,
         from ledger.reset import reset_detail
 
         detail = reset_detail(scenario, reason, bool(cmd.get("backward_only")))
-        ledger._enforce_policy(plan, detail, force)  # the batch before a reset is already durable
+        ledger._enforce_policy(plan, detail, force, now)  # the batch before it is durable
         state.decide_reset(plan.items, actor, detail, now, events)
     return {"executed": execute, "plan": plan.rows(), "messages_replayed": plan.messages_replayed,
             "messages_skipped": plan.messages_skipped}

@@ -8,6 +8,7 @@ batches (and before every read), with its log position in the same transaction.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from ledger import settings as settings_mod
@@ -34,7 +36,16 @@ from ledger.settings import LedgerSettings
 from ledger.state import CommitResult, PlanItem, PullResult, State, snapshot_rows
 from ledger.timeline import state_at_sql
 from ledger.view import View, events_select, segments_source
-from storage import CorruptSegmentError, FileSystem, LockedError, LogSettings, SegmentedLog
+from storage import (
+    CorruptSegmentError,
+    FileSystem,
+    LockedError,
+    LogSettings,
+    SegmentedLog,
+    StorageError,
+)
+
+logger = logging.getLogger(__name__)
 
 VIEW_FILE = "view.duckdb"
 CHECKPOINT_TS_KEY = b"offset_ledger.last_ts"
@@ -97,6 +108,7 @@ class Ledger:
         self._clock = clock
         self.readonly = readonly
         self._unusable: str | None = None
+        self._closed = False
         self._batches_since_flush = 0
         self._last_flush = time.monotonic()
         self._events_segments: tuple | None = None
@@ -154,6 +166,10 @@ class Ledger:
             return cls.open(path, readonly=True, clock=kw.get("clock"), fs=kw.get("fs"))
 
     def close(self) -> None:
+        """Flush the view and release the log; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             if not self.readonly and self._unusable is None:
                 self.flush_view()
@@ -190,14 +206,22 @@ class Ledger:
                 f"a write failed ({e}); the in-memory state is ahead of the log: reopen the ledger"
             )
             raise
+        # The batch is durable from here on: a failing checkpoint or view flush must not fail
+        # the append (a retrying client would write it twice). Both are derived and retried:
+        # the next seal or interval checkpoints again, and touched rows stay dirty until a
+        # flush succeeds (every read flushes first, and reports the error then).
         cps = self.log.checkpoints()
-        if result.sealed or (self.log.next_seq - (cps[-1] if cps else 0)
-                             >= self.settings.checkpoint_interval_events):
-            self._checkpoint()
-        self._batches_since_flush += 1
-        if (self._batches_since_flush >= self.settings.view_flush_batches
-                or (time.monotonic() - self._last_flush) * 1000 >= self.settings.view_flush_ms):
-            self.flush_view()
+        try:
+            if result.sealed or (self.log.next_seq - (cps[-1] if cps else 0)
+                                 >= self.settings.checkpoint_interval_events):
+                self._checkpoint()
+            self._batches_since_flush += 1
+            if (self._batches_since_flush >= self.settings.view_flush_batches
+                    or (time.monotonic() - self._last_flush) * 1000
+                    >= self.settings.view_flush_ms):
+                self.flush_view()
+        except (StorageError, OSError, duckdb.Error) as e:
+            logger.warning("derived data not written after a durable append (retried later): %s", e)
         return result.first_seq
 
     def _checkpoint(self) -> None:
@@ -342,17 +366,16 @@ class Ledger:
 
     def _execute_plan(self, plan: ResetPlan, *, force: bool = False) -> int:
         detail = reset_detail(plan.scenario, plan.reason, plan.backward_only)
-        self._enforce_policy(plan, detail, force)
+        self._enforce_policy(plan, detail, force, self.now_ms())
         _, last = self._run(lambda out, now: self.state.decide_reset(
             plan.items, plan.actor, detail, now, out))
         return last
 
-    def _enforce_policy(self, plan: ResetPlan, detail: str, force: bool) -> None:
+    def _enforce_policy(self, plan: ResetPlan, detail: str, force: bool, now: int) -> None:
         """Refuse (and record as `reset_refused`) a reset the policy file does not allow."""
         policy = ResetPolicy.load(self.root)
         if policy == ResetPolicy():
             return
-        now = self.now_ms()
         recent = 0
         if policy.resets_per_group is not None:
             row = self._ready_view().con.execute(

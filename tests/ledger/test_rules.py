@@ -382,3 +382,29 @@ def test_history_derives_prev_offset_across_clients_of_a_clustering_group(ledger
     assert [(r["prev_offset"], r["offset"]) for r in window] == [(100, 150)]
     assert ledger.sql("SELECT prev_offset FROM events WHERE kind = 'commit' ORDER BY seq"
                       ).column(0).to_pylist() == [0, 100]
+
+
+def test_close_twice_is_harmless(tmp_path, clock):
+    led = Ledger.open(tmp_path / "d", clock=clock)
+    led.queue_append(T, 0, 10)
+    led.close()
+    led.close()
+    with Ledger.open(tmp_path / "d", clock=clock) as again:
+        assert again.queues() == [{"topic": T, "queue_id": 0, "min_offset": 0, "max_offset": 10}]
+
+
+def test_a_failing_view_flush_does_not_fail_a_durable_append(ledger, monkeypatch):
+    import duckdb
+    import msgspec
+
+    def broken(*_a, **_k):
+        raise duckdb.IOException("disk gone")
+
+    monkeypatch.setattr(ledger.view, "flush", broken)
+    monkeypatch.setattr(ledger, "settings", msgspec.structs.replace(ledger.settings,
+                                                                    view_flush_batches=1))
+    seq = ledger.log.next_seq
+    ledger.queue_append(T, 0, 10)  # acknowledged although the view could not be written
+    assert ledger.log.next_seq == seq + 1
+    monkeypatch.undo()
+    assert ledger.queues()[0]["max_offset"] == 10  # the next read flushes the touched rows
