@@ -32,8 +32,6 @@ KINDS: tuple[str, ...] = (
 COMMITTED_KINDS: frozenset[str] = frozenset(
     {"initial", "commit", "reset", "sync", "clamp", "expire", "delete"}
 )
-#: Kinds whose events concern a queue rather than a consumer group.
-QUEUE_KINDS: frozenset[str] = frozenset({"queue_append", "queue_truncate"})
 
 EVENT_SCHEMA: pa.Schema = pa.schema(
     [
@@ -206,10 +204,6 @@ class EventBuffer:
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
-    def events(self) -> list[Event]:
-        """Typed events (tests and the rare-kind path)."""
-        return from_arrow(self.to_record_batch(0))
-
 
 def to_record_batch(events: Sequence[Event], first_seq: int | None = None) -> pa.RecordBatch:
     """Events as one record batch of EVENT_SCHEMA; seqs numbered from `first_seq` when given."""
@@ -242,6 +236,3 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> list[Event]:
         out.append(EVENT_TYPES[kind](**values))
     return out
 
-
-def empty_table() -> pa.Table:
-    return EVENT_SCHEMA.empty_table()

@@ -24,11 +24,6 @@ _VALID_NAMES: set[str] = set()
 _VALID_NAMES_MAX = 1 << 20
 
 
-def is_known_name(value: object) -> bool:
-    """True for a name already validated in this process (a set lookup, for the hot path)."""
-    return type(value) is str and value in _VALID_NAMES
-
-
 def check_name(value: object, what: str) -> str:
     """A group, topic, client or actor name: 1-249 characters of A-Z a-z 0-9 . _ - % |."""
     if type(value) is str and value in _VALID_NAMES:  # the hot path: names repeat across commands

@@ -36,9 +36,6 @@ class Scenario:
         if self.mode not in SCENARIOS:
             raise InvalidInput(f"unknown reset scenario {self.mode!r}: use one of {', '.join(SCENARIOS)}")
 
-    def describe(self) -> str:
-        return self.mode if self.value is None else f"{self.mode} {self.value}"
-
 
 @dataclass(frozen=True, slots=True)
 class Scope:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ledger.errors import InvalidInput
@@ -178,9 +178,6 @@ class State:
             if c.committed is not None and now_ms - c.last_active_ts <= timeout
         ]
         return min(live) if live else base
-
-    def queue_keys(self) -> Iterator[QueueKey]:
-        return iter(self.queues)
 
     def group_keys(self, group: str) -> list[Key]:
         """Keys where the group has an offset (its own or a broadcast client's)."""

@@ -408,3 +408,17 @@ def test_a_failing_view_flush_does_not_fail_a_durable_append(ledger, monkeypatch
     assert ledger.log.next_seq == seq + 1
     monkeypatch.undo()
     assert ledger.queues()[0]["max_offset"] == 10  # the next read flushes the touched rows
+
+
+def test_events_convert_to_arrow_and_back(ledger):
+    from ledger.events import Commit, Reset, from_arrow, to_record_batch
+
+    events = [Commit(ts=5, consumer_group=G, topic=T, queue_id=1, offset=7, generation=0,
+                     client_id="c1"),
+              Reset(ts=6, consumer_group=G, topic=T, queue_id=1, offset=3, prev_offset=7,
+                    generation=1, actor="ops", detail='{"mode":"to_offset"}')]
+    batch = to_record_batch(events, first_seq=40)
+    assert batch.column("seq").to_pylist() == [40, 41]
+    back = from_arrow(batch)
+    assert [type(e) for e in back] == [Commit, Reset]
+    assert back[1].prev_offset == 7 and back[0].client_id == "c1" and back[1].seq == 41
