@@ -125,7 +125,7 @@ class Ledger:
         if readonly:
             return cls._open_reader(root, clock, fs)
         cfg = settings_mod.merged(root, settings)
-        log = SegmentedLog.open(root, EVENT_SCHEMA, _log_settings(cfg), clock=clock, writer=True,
+        log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
                                 fs=fs)
         try:
             if settings and any(v is not None for v in settings.values()):
@@ -637,7 +637,7 @@ def _first_after(t: pa.Table, ts: int, default: int) -> int:
     return t.column("seq")[idx].as_py()
 
 
-def _log_settings(cfg: LedgerSettings) -> LogSettings:
+def log_settings(cfg: LedgerSettings) -> LogSettings:
     return LogSettings(
         segment_events_max=cfg.segment_events_max, segment_bytes_max=cfg.segment_bytes_max,
         segment_age_ms_max=cfg.segment_age_ms_max, durability=cfg.durability,

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from ledger import settings as ledger_settings
 from ledger.events import EVENT_SCHEMA
-from ledger.ledger import _log_settings
+from ledger.ledger import log_settings
 from spark_compaction.checksum import Checksum, content_checksum, content_checksums
 from spark_compaction.session import (
     Roots,
@@ -175,7 +175,7 @@ def compact_root(
     root = require_ledger(root)
     fs = fs or OsFileSystem()
     started = time.perf_counter()
-    settings = _log_settings(ledger_settings.load(root))
+    settings = log_settings(ledger_settings.load(root))
     with SegmentedLog.open(root, EVENT_SCHEMA, settings, writer=True, fs=fs) as log:
         staging = root / STAGING_DIR
         _clear_staging(fs, staging)

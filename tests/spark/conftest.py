@@ -18,7 +18,7 @@ import pytest
 
 from ledger import Ledger
 from ledger.events import EVENT_SCHEMA, Event, to_record_batch
-from ledger.ledger import _log_settings
+from ledger.ledger import log_settings
 from ledger.settings import load as load_settings
 from storage import OsFileSystem, SegmentedLog
 from storage import manifest as manifest_io
@@ -108,7 +108,7 @@ def random_ledger(
 def append_raw(root: Path, events: list[Event]) -> None:
     """Append events below the ledger's rules (storage assigns their seqs), as a faulty or
     malicious writer could: how the audit tests plant anomalies."""
-    settings = _log_settings(load_settings(root))
+    settings = log_settings(load_settings(root))
     with SegmentedLog.open(root, EVENT_SCHEMA, settings, writer=True) as log:
         log.append(to_record_batch(events, first_seq=log.next_seq))
 
