@@ -105,6 +105,46 @@ def random_ledger(
     return clock, times
 
 
+def workload_ledger(
+    root: Path, commands: int, seed: int = 7, groups: int = 20, topics: int = 4, queues: int = 4,
+    segment_events_max: int = 5_000,
+) -> int:
+    """A seeded stream shaped like the bench workload (DESIGN.md, performance notes): keys
+    (group, topic, queue) chosen uniformly, pulls of 32 and commits advancing their key by 1-32
+    in about equal numbers, 4 clients per group, a queue append in ~1% of commands, ~10 commands
+    per ms of ledger time; applied in batches, durability none. Returns the events written."""
+    rng = random.Random(seed)
+    queue_keys = [(f"topic-{t:02d}", q) for t in range(topics) for q in range(queues)]
+    group_names = [f"GID_app-{g:03d}" for g in range(groups)]
+    committed: dict[tuple[str, str, int], int] = {}
+    cmds: list[dict] = [{"op": "group_set", "group": g, "initial": "earliest", "ts": T0}
+                        for g in group_names]
+    cmds += [{"op": "queue_append", "topic": t, "queue_id": q, "count": 10**6, "ts": T0}
+             for t, q in queue_keys]
+    for i in range(commands):
+        ts = T0 + i // 10
+        topic, queue = rng.choice(queue_keys)
+        if rng.random() < 0.01:
+            cmds.append({"op": "queue_append", "topic": topic, "queue_id": queue,
+                         "count": rng.randint(1_000, 5_000), "ts": ts})
+            continue
+        g = rng.randrange(groups)
+        group, client = group_names[g], f"10.0.{g}.{rng.randrange(4)}|2000{g % 10}"
+        key = (group, topic, queue)
+        if rng.random() < 0.5:
+            cmds.append({"op": "pull", "group": group, "topic": topic, "queue_id": queue,
+                         "client": client, "max": 32, "ts": ts})
+        else:
+            committed[key] = committed.get(key, 0) + rng.randint(1, 32)
+            cmds.append({"op": "commit", "group": group, "topic": topic, "queue_id": queue,
+                         "client": client, "offset": committed[key], "ts": ts})
+    with Ledger.open(root, clock=FakeClock(), durability="none",
+                     segment_events_max=segment_events_max) as led:
+        for lo in range(0, len(cmds), 8_192):
+            list(led.apply(cmds[lo:lo + 8_192]))
+        return led.log.next_seq
+
+
 def append_raw(root: Path, events: list[Event]) -> None:
     """Append events below the ledger's rules (storage assigns their seqs), as a faulty or
     malicious writer could: how the audit tests plant anomalies."""
@@ -133,4 +173,5 @@ def rewrite_segment(root: Path, index: int, change) -> pa.Table:
     return original
 
 
-__all__ = ["T0", "FakeClock", "append_raw", "random_ledger", "rewrite_segment"]
+__all__ = ["T0", "FakeClock", "append_raw", "random_ledger", "rewrite_segment",
+           "workload_ledger"]

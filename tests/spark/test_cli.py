@@ -31,17 +31,19 @@ def test_help_of_the_spark_commands_starts_no_jvm():
         assert f"Usage: offset-ledger {cmd}" in out.stdout
 
 
-def test_cli_compact_prints_json_only_and_is_idempotent(spark, tmp_path, capsys):
+@pytest.mark.parametrize(("option", "order"), [([], "seq"), (["--order", "key"], "key")])
+def test_cli_compact_prints_json_only_and_is_idempotent(spark, tmp_path, capsys, option, order):
     root = tmp_path / "data"
     random_ledger(root, seed=5, commands=170)
     args = ["--data-dir", str(root), "compact", "--target-events", "200",
-            "--row-group-events", "32", "--json"]
+            "--row-group-events", "32", "--json", *option]
     assert invoke(args) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     (result,) = out["roots"]
     assert out["runs"] == 1 and result["segments_after"] < result["segments_before"]
     assert result["runs"][0]["events"] == result["runs"][0]["end_seq"]
+    assert out["order"] == result["order"] == result["runs"][0]["order"] == order
     assert invoke(args) == 0
     assert json.loads(capsys.readouterr().out)["runs"] == 0
 

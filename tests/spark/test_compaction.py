@@ -1,4 +1,5 @@
-"""Compaction: nothing lost, layout as designed, idempotent, crash safe, queries unchanged."""
+"""Compaction: nothing lost, layout as designed in either order, idempotent, crash safe, queries
+unchanged; seq order is the smaller."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 from ledger import Ledger
 from spark_compaction import compact
 from spark_compaction.checksum import content_checksum
-from spark_compaction.compaction import plan_runs
+from spark_compaction.compaction import ORDER_DEFAULT, ORDERS, plan_runs
 from spark_compaction.session import read_events
 from storage import LockedError, SegmentInfo
 from storage.names import LOG_DIR, MANIFEST_FILE
-from tests.spark.conftest import random_ledger
+from tests.spark.conftest import random_ledger, workload_ledger
 from tests.storage.storage_helpers import Crash, FaultyFS
 
 pytestmark = pytest.mark.spark
@@ -96,18 +97,25 @@ def test_plan_respects_the_byte_target():
     assert [[s.base_seq for s in r] for r in runs] == [[0, 10, 20, 30], [40, 50]]
 
 
-@pytest.fixture(scope="module")
-def compacted(spark, pristine, tmp_path_factory) -> dict[str, object]:
-    """One compaction of a copy of `pristine`, with what was measured before and after."""
-    root = copy_of(pristine, tmp_path_factory.mktemp("compacted"))
+def all_events(root: Path) -> list[dict]:
+    return read_events(root).toArrow().sort_by("seq").to_pylist()
+
+
+@pytest.fixture(scope="module", params=ORDERS)
+def compacted(request, spark, pristine, tmp_path_factory) -> dict[str, object]:
+    """One compaction of a copy of `pristine` in each order, with what was measured before and
+    after."""
+    order = request.param
+    root = copy_of(pristine, tmp_path_factory.mktemp(f"compacted-{order}"))
     _, clock, times = pristine
     before = {"checksum": content_checksum(read_events(root)), "ranges": segment_ranges(root),
-              "answers": answers(root, clock, times)}
-    out = compact(root, **TARGET)
-    return {"root": root, "out": out, "before": before, "clock": clock, "times": times}
+              "answers": answers(root, clock, times), "events": all_events(root)}
+    out = compact(root, order=order, **TARGET)
+    return {"root": root, "out": out, "before": before, "clock": clock, "times": times,
+            "order": order}
 
 
-def test_compaction_keeps_count_and_checksum_and_is_idempotent(compacted):
+def test_compaction_keeps_count_checksum_and_every_event_and_is_idempotent(compacted):
     root, out, before = compacted["root"], compacted["out"], compacted["before"]
     ranges, merged = before["ranges"], segment_ranges(root)
     assert out["runs"] >= 3 and len(merged) < len(ranges)
@@ -115,6 +123,10 @@ def test_compaction_keeps_count_and_checksum_and_is_idempotent(compacted):
     assert all(a[1] == b[0] for a, b in zip(merged, merged[1:], strict=False))
     assert all(end - base <= TARGET["target_events"] for base, end in merged)
     assert content_checksum(read_events(root)) == before["checksum"]
+    assert all_events(root) == before["events"]
+    order = compacted["order"]
+    assert out["order"] == out["roots"][0]["order"] == order
+    assert {run["order"] for run in out["roots"][0]["runs"]} == {order}
     # Only our 20-digit names in log/, no Spark part files, no staging leftovers.
     names = sorted(p.name for p in (root / LOG_DIR).iterdir())
     assert all(n == MANIFEST_FILE or n[:20].isdigit() for n in names), names
@@ -123,21 +135,29 @@ def test_compaction_keeps_count_and_checksum_and_is_idempotent(compacted):
     assert again["runs"] == 0 and segment_ranges(root) == merged
 
 
-def test_compacted_row_groups_cover_contiguous_seqs_sorted_by_key(compacted):
+def test_compacted_row_groups_cover_contiguous_seqs_in_the_chosen_order(compacted):
     with Ledger.open(compacted["root"], readonly=True) as led:
         first = led.log.segments()[0]
+    assert first.events > TARGET["row_group_events"]  # a merged segment
     reader = pq.ParquetFile(first.path)
     md = reader.metadata
     assert md.num_row_groups == -(-first.events // TARGET["row_group_events"])
+    reordered = 0
     for i in range(md.num_row_groups):
         rows = reader.read_row_group(i).to_pylist()
         lo = first.base_seq + i * TARGET["row_group_events"]
-        assert sorted(r["seq"] for r in rows) == list(range(lo, lo + len(rows)))
+        seqs = [r["seq"] for r in rows]
+        assert sorted(seqs) == list(range(lo, lo + len(rows)))
         stats = md.row_group(i).column(0).statistics
         assert (stats.min, stats.max) == (lo, lo + len(rows) - 1)
         keys = [(r["consumer_group"] or "", r["topic"] or "", r["queue_id"] or -1, r["seq"])
                 for r in rows]
-        assert keys == sorted(keys)
+        if compacted["order"] == "seq":
+            assert seqs == sorted(seqs)  # row by row, as sealing writes them
+        else:
+            assert keys == sorted(keys)
+            reordered += seqs != sorted(seqs)
+    assert compacted["order"] == "seq" or reordered > 0
     # The sealing layout: zstd, dictionary strings, delta-encoded integers.
     col = {md.row_group(0).column(j).path_in_schema: md.row_group(0).column(j)
            for j in range(md.num_columns)}
@@ -149,6 +169,21 @@ def test_compacted_row_groups_cover_contiguous_seqs_sorted_by_key(compacted):
 def test_queries_answer_the_same_before_and_after_compaction(compacted):
     after = answers(compacted["root"], compacted["clock"], compacted["times"])
     assert after == compacted["before"]["answers"]
+
+
+def test_seq_order_is_smaller_than_key_order(spark, tmp_path):
+    """~30,000 events of the bench's shape (320 keys) in 6 sealed segments, merged with the
+    default targets in each order: seq order keeps seq and ts delta-encoded runs."""
+    workload_ledger(tmp_path / "source", commands=30_000)
+    out = {}
+    for order in ORDERS:
+        root = tmp_path / order
+        shutil.copytree(tmp_path / "source", root)
+        out[order] = compact(root, order=order)["roots"][0]
+        assert out[order]["events"] == 30_000 and out[order]["segments_after"] == 1
+    seq, key = out["seq"]["bytes_after"], out["key"]["bytes_after"]
+    assert seq < key and seq < out["seq"]["bytes_before"], out
+    assert ORDER_DEFAULT == "seq"
 
 
 def test_compaction_refuses_while_a_ledger_writer_is_open(spark, pristine, tmp_path):
@@ -181,10 +216,10 @@ def test_a_crash_at_any_step_leaves_the_old_or_the_new_segments(
     sorted_runs: dict[tuple[int, int], object] = {}
     real_sort = module.sorted_run_table
 
-    def sort_once(spark_, run, row_group_events):  # the Spark part is the same every time
+    def sort_once(spark_, run, row_group_events, order):  # the Spark part is the same each time
         key = (run[0].base_seq, run[-1].end_seq)
         if key not in sorted_runs:
-            sorted_runs[key] = real_sort(spark_, run, row_group_events)
+            sorted_runs[key] = real_sort(spark_, run, row_group_events, order)
         return sorted_runs[key]
 
     monkeypatch.setattr(module, "sorted_run_table", sort_once)
