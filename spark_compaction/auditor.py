@@ -1,9 +1,10 @@
 """Audit: the DuckDB view checked against a full Spark replay, and anomalies found in history.
 
 Findings (any one makes the audit unclean):
-- `view_mismatch`: a key whose committed offset or generation in the view (exported by the driver
-  through `Ledger.sql` over `progress`; Spark cannot read a DuckDB file) differs from a full
-  replay of checkpoint + log, or that only one side has.
+- `view_mismatch`: a key whose committed offset or generation in the view differs from a full
+  replay of checkpoint + log, or that only one side has. The view is exported by the driver
+  (Spark cannot read a DuckDB file, `export_view`): the DuckDB view file as the writer left it
+  when no writer holds it, else the view a read-only snapshot rebuilds in memory.
 - `commit_regression`: a commit lower than the previous committed value of the same key (per
   broadcast client where the group was broadcast at that point) with no reset, sync, delete,
   expire or clamp in between.
@@ -14,6 +15,12 @@ Findings (any one makes the audit unclean):
 
 Resets (and refused resets) are listed, not findings: actor, reason and mode (from the detail
 JSON), from -> to, and how many messages the move replays (backwards) or skips (forwards).
+
+The audit never takes the writer lock: its ledger handle is a read-only snapshot (as the CLI's
+reads), so a writer (`offset-ledger apply`) can start and append while an audit runs; the audit
+checks the log as it was at its snapshot. The one moment it can be in a writer's way is the
+query that reads the DuckDB view file when no writer holds it (milliseconds): DuckDB's own file
+lock then refuses a writer that opens the view at that instant.
 
 Spark jobs are few on purpose (each costs scheduling time even on a small ledger): the replay,
 one query for regressions, bounds and resets together, one aggregate for seqs (refined only where
@@ -26,8 +33,11 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import duckdb
 
 from ledger import Ledger
 from ledger.checkpoint import CHECKPOINT_SCHEMA
@@ -175,17 +185,72 @@ def _seq_findings(
     }
 
 
-def _view_rows(root: Path) -> tuple[list[dict[str, Any]], int, int]:
-    """The view's current committed offsets (through the Ledger: the DuckDB file when free, else
-    a reader's consistent prefix), the log position they reflect and the ledger time."""
-    from ledger.ledger import wall_clock_ms
+VIEW_QUERY = "SELECT consumer_group, topic, queue_id, committed_offset, generation FROM progress"
 
-    frozen = wall_clock_ms()  # one instant for the view's broadcast liveness and the replay's
-    with Ledger.open_for_read(root, clock=lambda: frozen) as led:
-        rows = led.sql(
-            "SELECT consumer_group, topic, queue_id, committed_offset, generation FROM progress"
-        ).to_pylist()
-        return rows, led.log.next_seq, led.now_ms()
+
+@dataclass(frozen=True)
+class ViewExport:
+    """The view's committed offsets as the audit compares them."""
+
+    rows: list[dict[str, Any]]
+    #: The log position the rows reflect (the replay stops there).
+    seq: int
+    #: The ledger time both sides use for broadcast liveness.
+    now_ms: int
+    #: "file": the DuckDB view file as the writer left it; "snapshot": rebuilt in memory from
+    #: checkpoint + log by a read-only snapshot (a writer holds the file, or moved past it).
+    source: str
+
+
+def open_ledger(root: str | os.PathLike[str], clock: Callable[[], int]) -> Ledger:
+    """The audit's ledger handle: a read-only snapshot (the manifest's segments, the newest
+    checkpoint and the intact tail, an in-memory view). It never takes the writer lock, so a
+    writer may open the ledger and append while it is open."""
+    return Ledger.open(root, readonly=True, clock=clock)
+
+
+def _view_file_rows(path: Path, now_ms: int) -> tuple[list[dict[str, Any]], int] | None:
+    """The committed offsets in the DuckDB view file and the log position it reflects, or None
+    when a writer holds the file (DuckDB lets nobody else open it) or there is none. The file is
+    open read-only for this one query only: a writer starting in those milliseconds would find
+    it locked."""
+    if not path.exists():
+        return None
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:  # IOException from another process's lock, ConnectionException from ours
+        return None
+    try:
+        con.execute(f"SET VARIABLE ledger_now_ms = {int(now_ms)}")
+        position = con.execute("SELECT max(next_seq) FROM view_position").fetchone()
+        cursor = con.execute(VIEW_QUERY)
+        columns = [d[0] for d in cursor.description]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    except duckdb.Error:  # not a view this code wrote: let the snapshot answer
+        return None
+    finally:
+        con.close()
+    if position is None or position[0] is None:
+        return None
+    return rows, int(position[0])
+
+
+def export_view(root: str | os.PathLike[str], now_ms: int | None = None) -> ViewExport:
+    """The view's committed offsets, the log position they reflect and the ledger time, without
+    the writer lock: a read-only snapshot first, then the DuckDB view file if no writer holds it
+    and it does not reflect more of the log than the snapshot holds (a writer appended since);
+    else the snapshot's own view."""
+    from ledger.ledger import VIEW_FILE, wall_clock_ms
+
+    frozen = wall_clock_ms() if now_ms is None else now_ms  # one instant for both sides
+    with open_ledger(root, lambda: frozen) as led:
+        now = led.now_ms()
+        snap_seq = led.log.next_seq
+        snap_rows = led.sql(VIEW_QUERY).to_pylist()
+        from_file = _view_file_rows(Path(root) / VIEW_FILE, now)
+    if from_file is not None and from_file[1] <= snap_seq:
+        return ViewExport(from_file[0], from_file[1], now, "file")
+    return ViewExport(snap_rows, snap_seq, now, "snapshot")
 
 
 def _compare(view: list[dict], replayed: list[dict]) -> tuple[int, list[dict[str, Any]]]:
@@ -297,10 +362,11 @@ def audit(
         return now
 
     say("exporting the view")
-    view, view_seq, now_ms = _view_rows(root)
+    exported = export_view(root)
+    view, now_ms = exported.rows, exported.now_ms
     with open_reader(root) as log:
         snap = snapshot_of(log)
-    seq_to = min(view_seq, snap.next_seq)
+    seq_to = min(exported.seq, snap.next_seq)
     t = lap("view_export", started)
     say("starting Spark")
     spark = spark_session(master)
@@ -343,7 +409,8 @@ def audit(
         "resets_total": resets_total,
         "checked": {
             "seq_from": snap.start_seq, "seq_to": seq_to, "now_ms": now_ms,
-            "since_ts": since_ts, "view_keys": len(view), "replay_keys": len(replayed),
+            "since_ts": since_ts, "view_source": exported.source,
+            "view_keys": len(view), "replay_keys": len(replayed),
             "replay_from_checkpoint": point.seq_from if point.checkpoint else None,
         },
         "report": None,

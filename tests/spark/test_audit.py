@@ -6,6 +6,9 @@ import contextlib
 import io
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import duckdb
@@ -122,6 +125,7 @@ def test_a_clean_ledger_audits_clean(clean_result):
     # g1 and g2; gb's clients are idle past its client timeout by now (the audit's clock is the
     # wall clock), so gb has no group offset, in the view as in the replay.
     assert checked["view_keys"] == checked["replay_keys"] == 2
+    assert checked["view_source"] == "file"  # no writer: the DuckDB file itself is checked
 
 
 def test_resets_are_listed_with_actor_reason_and_messages_replayed(clean_result):
@@ -208,3 +212,44 @@ def test_lag_series_ends_at_the_lag_progress_shows(spark, clean_root):
         for group in ("g1", "g2"):
             assert last[group] == sum(p["lag"] for p in led.progress(group))
     assert last["g1"] == 150 - 25
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from ledger import Ledger
+    with Ledger.open(sys.argv[1]) as led:
+        print(led.log.next_seq, flush=True)
+        sys.stdin.readline()
+        led.queue_append("orders", 0, 3)
+        print(led.log.next_seq, flush=True)
+""")
+
+
+def test_an_audit_runs_beside_a_writer_that_appends(spark, clean_root, tmp_path):
+    """A writer process holds the ledger for the whole audit and appends during its Spark
+    phase: the audit checks its snapshot (the view rebuilt from the log, since the writer holds
+    the DuckDB file) and is clean; the next audit checks the file, append included."""
+    root = tmp_path / "data"
+    shutil.copytree(clean_root, root)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    appended: list[int] = []
+
+    def step(message: str) -> None:
+        if message == "full replay vs the view":
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            appended.append(int(proc.stdout.readline()))
+
+    try:
+        before = int(proc.stdout.readline())
+        result = audit(root, progress=step)
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    assert appended == [before + 1]
+    assert result["clean"], result["findings"]
+    assert (result["checked"]["view_source"], result["checked"]["seq_to"]) == ("snapshot", before)
+    after = audit(root)
+    assert after["clean"], after["findings"]
+    assert (after["checked"]["view_source"], after["checked"]["seq_to"]) == ("file", before + 1)
