@@ -1,9 +1,11 @@
 """Benchmark of Spark compaction (`spark_compaction.compact`) against DuckDB doing the same merge.
 
-Why: compaction trades a JVM start and a shuffle for fewer, better-compressed segments; these
+Why: compaction trades a JVM start and a sort for fewer, better-compressed segments; these
 figures say what it costs (events/s on local[2]), what it buys (bytes/event, per-group history
 query time before and after) and where Spark's fixed start-up cost stops mattering, next to
-DuckDB's `COPY (SELECT ... ORDER BY ...) TO parquet` of the same runs in the same order.
+DuckDB's `COPY (SELECT ... ORDER BY ...) TO parquet` of the same runs in the same order. Both
+orders of rows inside a row group are measured (`--order seq|key` of `compact`): seq (the
+default) for bytes, key for per-group history reads; `spark` holds the default order's timings.
 
 Events are synthetic Arrow batches shaped like the ledger's (the pinned bench shape: 200 groups x
 10 topics x 8 queues chosen uniformly; pulls and commits alternate, commits advancing their key by
@@ -163,8 +165,8 @@ def history_query(paths: list[str], group: str) -> tuple[float, int]:
 
 
 def duckdb_merge(runs: list[list[str]], bases: list[int], out_dir: Path,
-                 row_group_events: int) -> dict[str, Any]:
-    """The same merge in DuckDB: per run, COPY (SELECT ... ORDER BY row group, key, seq)."""
+                 row_group_events: int, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The same merge in DuckDB: per run, COPY (SELECT ... ORDER BY row group, `keys`)."""
     con = duckdb.connect()
     con.execute("SET threads TO 2")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -175,7 +177,7 @@ def duckdb_merge(runs: list[list[str]], bases: list[int], out_dir: Path,
         listed = "[" + ", ".join(f"'{p}'" for p in files) + "]"
         con.execute(
             f"COPY (SELECT * FROM read_parquet({listed}) ORDER BY (seq - {base}) // "
-            f"{row_group_events}, consumer_group, topic, queue_id, seq) TO '{dst}' "
+            f"{row_group_events}, {', '.join(keys)}) TO '{dst}' "
             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group_events})")
         outputs.append(str(dst))
     seconds = time.perf_counter() - start
@@ -189,6 +191,8 @@ def run(events: int = 10_000_000, segments: int = 100, quick: bool = False) -> d
     from spark_compaction import compact
     from spark_compaction.checksum import content_checksum
     from spark_compaction.compaction import (
+        ORDER_DEFAULT,
+        ORDER_KEYS,
         ROW_GROUP_EVENTS_DEFAULT,
         TARGET_BYTES_DEFAULT,
         TARGET_EVENTS_DEFAULT,
@@ -200,6 +204,8 @@ def run(events: int = 10_000_000, segments: int = 100, quick: bool = False) -> d
         events, segments = 1_000_000, 10
     work = Path(tempfile.mkdtemp(prefix="compaction-bench-"))
     group = Shape().group_name(HISTORY_GROUP)
+    spark_runs: dict[str, dict[str, Any]] = {}
+    duck_runs: dict[str, dict[str, Any]] = {}
     try:
         source = work / "source"
         written = write_log(source, events, segments)
@@ -207,44 +213,64 @@ def run(events: int = 10_000_000, segments: int = 100, quick: bool = False) -> d
         before_s, rows = history_query(paths, group)
         with SegmentedLog.open(source, EVENT_SCHEMA, writer=False) as log:
             runs = plan_runs(log.segments(), TARGET_EVENTS_DEFAULT, TARGET_BYTES_DEFAULT)
-        target = work / "spark"
-        shutil.copytree(source, target)
+        merged = sum(r[-1].end_seq - r[0].base_seq for r in runs)
+        merged_paths = {str(s.path) for r in runs for s in r}
+        untouched = [p for p in paths if p not in merged_paths]
 
         start = time.perf_counter()
         had_session = _active_session()
         spark_session(MASTER)
         startup_s = time.perf_counter() - start
         # The first jobs of a JVM pay for class loading and JIT: a small compaction takes it,
-        # so the timed one runs warm and the fixed cost is start + warm-up.
+        # so the timed ones run warm and the fixed cost is start + warm-up.
         warm = work / "warmup"
         write_log(warm, WARMUP_EVENTS, 2)
         start = time.perf_counter()
         compact(warm, master=MASTER)
         warmup_s = time.perf_counter() - start
         start = time.perf_counter()
-        result = compact(target, master=MASTER)
-        spark_s = time.perf_counter() - start
-        with SegmentedLog.open(target, EVENT_SCHEMA, writer=False) as log:
-            after_paths = [str(p) for p in log.segment_paths()]
-            after_bytes = sum(s.bytes for s in log.segments())
-        after_s, after_rows = history_query(after_paths, group)
-        start = time.perf_counter()
-        same = content_checksum(read_events(source)) == content_checksum(read_events(target))
-        checksum_s = time.perf_counter() - start
-
-        duck = duckdb_merge([[str(s.path) for s in r] for r in runs],
-                            [r[0].base_seq for r in runs], work / "duckdb",
-                            ROW_GROUP_EVENTS_DEFAULT)
-        merged_paths = {str(s.path) for r in runs for s in r}
-        untouched = [p for p in paths if p not in merged_paths]
-        duck_bytes = duck["bytes"] + sum(written["sizes"][p] for p in untouched)
-        duck_after_s, duck_rows = history_query(untouched + duck["paths"], group)
-        merged = sum(r[-1].end_seq - r[0].base_seq for r in runs)
+        source_sum = content_checksum(read_events(source))
+        source_checksum_s = time.perf_counter() - start
+        for order, keys in ORDER_KEYS.items():
+            target = work / f"spark-{order}"
+            shutil.copytree(source, target)
+            start = time.perf_counter()
+            result = compact(target, master=MASTER, order=order)
+            spark_s = time.perf_counter() - start
+            with SegmentedLog.open(target, EVENT_SCHEMA, writer=False) as log:
+                after_paths = [str(p) for p in log.segment_paths()]
+                after_bytes = sum(s.bytes for s in log.segments())
+            after_s, after_rows = history_query(after_paths, group)
+            start = time.perf_counter()
+            same = source_sum == content_checksum(read_events(target))
+            checksum_s = time.perf_counter() - start
+            shutil.rmtree(target, ignore_errors=True)
+            spark_runs[order] = {
+                "seconds": spark_s, "bytes": after_bytes, "history_s": after_s,
+                "history_rows": after_rows, "checksums_equal": same, "checksum_s": checksum_s,
+                "checksums_s": result["roots"][0].get("checksums_s"),
+                "per_run_s": [r["seconds"] for r in result["roots"][0]["runs"]],
+                "segments_after": result["roots"][0]["segments_after"],
+            }
+            duck = duckdb_merge([[str(s.path) for s in r] for r in runs],
+                                [r[0].base_seq for r in runs], work / f"duckdb-{order}",
+                                ROW_GROUP_EVENTS_DEFAULT, keys)
+            duck_after_s, duck_rows = history_query(untouched + duck["paths"], group)
+            duck_runs[order] = {
+                "seconds": duck["seconds"],
+                "bytes": duck["bytes"] + sum(written["sizes"][p] for p in untouched),
+                "history_s": duck_after_s, "history_rows": duck_rows,
+            }
+            shutil.rmtree(work / f"duckdb-{order}", ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    spark_rate = merged / spark_s if spark_s else None
-    duck_rate = merged / duck["seconds"] if duck["seconds"] else None
+    def rate(seconds: float) -> float | None:
+        return merged / seconds if seconds else None
+
+    default = spark_runs[ORDER_DEFAULT]
+    spark_rate = rate(default["seconds"])
+    duck_rate = rate(duck_runs[ORDER_DEFAULT]["seconds"])
     fixed_s = startup_s + warmup_s if not had_session else None
     figures: dict[str, Any] = {
         "events": events,
@@ -256,36 +282,50 @@ def run(events: int = 10_000_000, segments: int = 100, quick: bool = False) -> d
         "generate_and_seal_s": round(written["seconds"], 3),
         "runs": len(runs),
         "events_merged": merged,
+        "order_default": ORDER_DEFAULT,
         "spark": {
             "master": MASTER,
+            "order": ORDER_DEFAULT,
             "session_start_s": round(startup_s, 3),
             "session_reused": had_session,
             "warmup_s": round(warmup_s, 3),
-            "compact_s": round(spark_s, 3),
+            "compact_s": round(default["seconds"], 3),
             "events_per_s": round(spark_rate) if spark_rate else None,
-            "events_per_s_in_a_fresh_process": round(merged / (spark_s + startup_s + warmup_s)),
-            "checksums_s": result["roots"][0].get("checksums_s"),
-            "per_run_s": [r["seconds"] for r in result["roots"][0]["runs"]],
-            "checksums_equal": same,
-            "checksum_both_s": round(checksum_s, 3),
+            "events_per_s_in_a_fresh_process": round(
+                merged / (default["seconds"] + startup_s + warmup_s)),
+            "checksums_s": default["checksums_s"],
+            "per_run_s": default["per_run_s"],
+            "checksums_equal": all(r["checksums_equal"] for r in spark_runs.values()),
+            "checksum_both_s": round(source_checksum_s + default["checksum_s"], 3),
+        },
+        "spark_by_order": {
+            order: {"compact_s": round(r["seconds"], 3),
+                    "events_per_s": round(merged / r["seconds"]) if r["seconds"] else None,
+                    "checksums_equal": r["checksums_equal"],
+                    "segments_after": r["segments_after"]}
+            for order, r in spark_runs.items()
         },
         "duckdb_copy": {
             "threads": 2,
-            "seconds": round(duck["seconds"], 3),
+            "order": ORDER_DEFAULT,
+            "seconds": round(duck_runs[ORDER_DEFAULT]["seconds"], 3),
             "events_per_s": round(duck_rate) if duck_rate else None,
+            "seconds_by_order": {o: round(r["seconds"], 3) for o, r in duck_runs.items()},
         },
         "bytes_per_event": {
             "before": round(written["bytes"] / events, 3),
-            "after_spark": round(after_bytes / events, 3),
-            "after_duckdb": round(duck_bytes / events, 3),
+            "after_spark": {o: round(r["bytes"] / events, 3) for o, r in spark_runs.items()},
+            "after_duckdb": {o: round(r["bytes"] / events, 3) for o, r in duck_runs.items()},
         },
         "history_query_s": {
             "group": group, "rows": rows,
-            "before": round(before_s, 4), "after_spark": round(after_s, 4),
-            "after_duckdb": round(duck_after_s, 4),
-            "same_rows": rows == after_rows == duck_rows,
+            "before": round(before_s, 4),
+            "after_spark": {o: round(r["history_s"], 4) for o, r in spark_runs.items()},
+            "after_duckdb": {o: round(r["history_s"], 4) for o, r in duck_runs.items()},
+            "same_rows": all(r["history_rows"] == rows
+                             for r in (*spark_runs.values(), *duck_runs.values())),
         },
-        "segments_after": result["roots"][0]["segments_after"],
+        "segments_after": default["segments_after"],
     }
     figures["fixed_cost"] = fixed_cost_analysis(fixed_s, spark_rate, duck_rate)
     return figures
