@@ -60,6 +60,18 @@ def timed(fn: Callable[[], object], k: int) -> tuple[list[float], object]:
     return out, result
 
 
+def arrow_chunks(path: Path, bounds: list[int]) -> Iterator[tuple[int, int, object]]:
+    """Commands [lo, hi) as Arrow tables (the Parquet twin of the NDJSON file): the column-wise
+    form `Ledger.apply` folds per batch."""
+    table = workload.load_arrow(path)
+    if table.num_rows < bounds[-1]:
+        raise RuntimeError(f"{path} holds fewer than {bounds[-1]} commands")
+    lo = 0
+    for hi in bounds:
+        yield lo, hi, table.slice(lo, hi - lo)
+        lo = hi
+
+
 def command_chunks(path: Path, bounds: list[int]) -> Iterator[tuple[int, int, list[dict]]]:
     """Commands [lo, hi) of the NDJSON file as decoded dicts, for consecutive `bounds`."""
     dec = msgspec.json.Decoder()
@@ -161,9 +173,11 @@ def phase_prepare(cfg: dict) -> dict:
 
 
 def phase_apply(cfg: dict) -> dict:
-    """One repeat: Ledger.apply (durability always) over the whole stream, pausing the clock at
-    each history size of `scaling` to time state_at(T at 90% of the history so far); then
-    lookups, the group history, and bytes per event after rolling the active segment."""
+    """One repeat: Ledger.apply (durability always) over the whole stream as Arrow tables (the
+    column-wise path), pausing the clock at each history size of `scaling` to time
+    state_at(T at 90% of the history so far); then lookups, the group history, and bytes per
+    event after rolling the active segment. The first repeat also times the same stream as
+    decoded dicts (the per-command path `offset-ledger apply` takes)."""
     from ledger import Ledger
 
     path = Path(cfg["commands_file"])
@@ -189,7 +203,7 @@ def phase_apply(cfg: dict) -> dict:
     elapsed, errors, prev_n, prev_t = 0.0, 0, 0, 0.0
     scale_out = []
     state_rows = None
-    for _lo, hi_n, cmds in command_chunks(path, chunk_bounds(n, cfg["apply_chunk"], scaling)):
+    for _lo, hi_n, cmds in arrow_chunks(path, chunk_bounds(n, cfg["apply_chunk"], scaling)):
         t = time.perf_counter()
         for res in ledger.apply(cmds):
             if "error" in res:
@@ -245,6 +259,8 @@ def phase_apply(cfg: dict) -> dict:
                      "bytes_per_event": sum(s.bytes for s in segs) / max(1, sealed_events)}
     out["checkpoints"] = len(ledger.log.checkpoints())
     ledger.close()
+    if cfg["repeat_index"] == 0:
+        out["dicts"] = _apply_dicts(cfg, path, n)
     keep = Path(cfg["workdir"]) / "apply-final"
     if cfg["repeat_index"] == cfg["repeat"] - 1:
         shutil.rmtree(keep, ignore_errors=True)
@@ -252,6 +268,26 @@ def phase_apply(cfg: dict) -> dict:
     else:
         shutil.rmtree(root, ignore_errors=True)
     return out
+
+
+def _apply_dicts(cfg: dict, path: Path, n: int) -> dict:
+    """The same stream through Ledger.apply as decoded dicts, one line at a time."""
+    from ledger import Ledger
+
+    root = _fresh(Path(cfg["workdir"]) / "apply-dicts")
+    ledger = Ledger.open(root, clock=FixedClock(), durability="always",
+                         segment_events_max=cfg["segment_events_max"])
+    elapsed, errors = 0.0, 0
+    for _lo, _hi, cmds in command_chunks(path, chunk_bounds(n, cfg["apply_chunk"], [])):
+        t = time.perf_counter()
+        for res in ledger.apply(cmds):
+            if "error" in res:
+                errors += 1
+        elapsed += time.perf_counter() - t
+    events = ledger.log.next_seq
+    ledger.close()
+    shutil.rmtree(root, ignore_errors=True)
+    return {"apply_s": elapsed, "commands_per_s": n / elapsed, "events": events, "errors": errors}
 
 
 def phase_sqlite(cfg: dict) -> dict:

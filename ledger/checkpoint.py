@@ -6,6 +6,8 @@ by `row`. The same rows feed DuckDB's state-at queries and Spark's replay.
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
+
 import msgspec
 import pyarrow as pa
 
@@ -55,22 +57,24 @@ def state_to_table(state: State) -> pa.Table:
     groups = list(state.groups.items())
     add(len(groups), row=("group",) * len(groups), consumer_group=[g for g, _ in groups],
         detail=[s.to_json() for _, s in groups])
-    for row, items in (
-        ("position", [(k, None, p) for k, p in state.positions.items()]),
-        ("client", [(k, c, p) for k, cs in state.clients.items() for c, p in cs.items()]),
+    fields = ("committed", "pulled", "generation", "pending", "expired", "last_client",
+              "last_pull_ts", "last_active_ts", "last_update_ts")
+    for row, keys, clients, positions in (
+        ("position", list(state.positions), None, list(state.positions.values())),
+        ("client", [k for k, cs in state.clients.items() for _ in cs],
+         [c for cs in state.clients.values() for c in cs],
+         [p for cs in state.clients.values() for p in cs.values()]),
     ):
-        n = len(items)
-        add(n, row=(row,) * n, consumer_group=[k[0] for k, _, _ in items],
-            topic=[k[1] for k, _, _ in items], queue_id=[k[2] for k, _, _ in items],
-            client_id=[c for _, c, _ in items], committed=[p.committed for _, _, p in items],
-            pulled=[p.pulled for _, _, p in items], generation=[p.generation for _, _, p in items],
-            pending=[p.pending for _, _, p in items], expired=[p.expired for _, _, p in items],
-            last_client=[p.last_client for _, _, p in items],
-            last_pull_ts=[p.last_pull_ts for _, _, p in items],
-            last_active_ts=[p.last_active_ts for _, _, p in items],
-            last_update_ts=[p.last_update_ts for _, _, p in items],
-            detail=[_encode(p.client_generations).decode() if p.client_generations else None
-                    for _, _, p in items])
+        n = len(keys)
+        if n == 0:
+            continue
+        # per-field passes: transposing with zip(*rows) costs more than the rows themselves
+        add(n, row=(row,) * n, consumer_group=list(map(itemgetter(0), keys)),
+            topic=list(map(itemgetter(1), keys)), queue_id=list(map(itemgetter(2), keys)),
+            client_id=clients,
+            **{f: list(map(attrgetter(f), positions)) for f in fields},
+            detail=[_encode(g) if g else None
+                    for g in map(attrgetter("client_generations"), positions)])
     add(1, row=("meta",), last_update_ts=(state.last_ts,), max_offset=(state.events_applied,))
     return pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA)
 

@@ -115,8 +115,10 @@ def scenario_from(cmd: dict[str, Any], now_ms: int) -> Scenario:
     raise InvalidInput(f"reset scenario {mode} is not available in apply")
 
 
-def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer) -> dict[str, Any]:
-    """Run one apply line, folding its events into `events`; errors become the line's result."""
+def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer,
+                now: int | None = None) -> dict[str, Any]:
+    """Run one apply line, folding its events into `events`; errors become the line's result.
+    `now` is the line's ledger time when the caller has already computed it (the column path)."""
     if not isinstance(cmd, dict):
         msg = str(cmd) if isinstance(cmd, LedgerError) else f"line is not a JSON object: {cmd!r:.80}"
         return {"line": line_no, "error": msg}
@@ -124,8 +126,11 @@ def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer) -> 
     try:
         if op not in OPS:
             raise InvalidInput(f"unknown op {op!r}: use one of {', '.join(OPS)}")
-        clock = ledger.now_ms()
-        now = max(parse_time(cmd["ts"], clock), ledger.state.last_ts) if "ts" in cmd else clock
+        if now is None:
+            clock = ledger.now_ms()
+            now = max(parse_time(cmd["ts"], clock), ledger.state.last_ts) if "ts" in cmd else clock
+        elif "ts" in cmd:
+            parse_time(cmd["ts"], now)  # validated all the same
         out = _dispatch(ledger, op, cmd, now, events)
     except LedgerError as e:
         return {"line": line_no, "op": op, "error": str(e)}
@@ -133,7 +138,7 @@ def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer) -> 
 
 
 def fast_command(ledger: Ledger, cmd: dict[str, Any], line_no: int,
-                 events: EventBuffer) -> dict[str, Any] | None:
+                 events: EventBuffer, now: int | None = None) -> dict[str, Any] | None:
     """The hot path: a well-formed commit or pull with names already validated in this process
     on a key in the common case (see State.fast_commit). None means "take the general path",
     which validates and decides everything; the two write the same events
@@ -152,12 +157,10 @@ def fast_command(ledger: Ledger, cmd: dict[str, Any], line_no: int,
         return None
     state = ledger.state
     ts = cmd.get("ts")
-    if ts is None:
-        now = ledger.now_ms()
-    elif type(ts) is int and 0 <= ts <= TS_MAX:
-        now = ts if ts > state.last_ts else state.last_ts
-    else:
+    if ts is not None and not (type(ts) is int and 0 <= ts <= TS_MAX):
         return None
+    if now is None:
+        now = ledger.now_ms() if ts is None else (ts if ts > state.last_ts else state.last_ts)
     retention = ledger.settings.offsets_retention_ms
     if op == "commit":
         offset = cmd.get("offset")

@@ -7,6 +7,7 @@ batches (and before every read), with its log position in the same transaction.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -196,11 +197,16 @@ class Ledger:
 
     def _append(self, events: EventBuffer) -> int:
         """Make `events` (already folded into the state) durable; returns their first seq."""
-        first = self.log.next_seq
         if not events:
-            return first
+            return self.log.next_seq
+        return self._append_batch(events.to_record_batch(self.log.next_seq))
+
+    def _append_batch(self, batch: pa.RecordBatch) -> int:
+        """`_append` for events already in Arrow form, numbered from the log's next seq."""
+        if batch.num_rows == 0:
+            return self.log.next_seq
         try:
-            result = self.log.append(events.to_record_batch(first))
+            result = self.log.append(batch)
         except BaseException as e:
             self._unusable = (
                 f"a write failed ({e}); the in-memory state is ahead of the log: reopen the ledger"
@@ -413,12 +419,21 @@ class Ledger:
         return {"offsets_expired": expired, **retired}
 
     # ------------------------------------------------------------------ batch apply
-    def apply(self, commands: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        """Apply commands (dicts, or decode errors) in batches; yield one result per command,
-        each only once its events are durable."""
+    def apply(self, commands: Iterable[Any] | pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any]]:
+        """Apply commands in batches; yield one result per command, each only once its events are
+        durable. Commands are dicts (or decode errors), or an Arrow table with one column per
+        field (null: absent), which folds column-wise (ledger/columnar.py)."""
+        self._check_writable()
+        if isinstance(commands, pa.Table | pa.RecordBatch):
+            from ledger.columnar import apply_table
+
+            return itertools.chain.from_iterable(
+                apply_table(self, commands, self.settings.apply_column_batch_commands))
+        return self._apply_dicts(commands)
+
+    def _apply_dicts(self, commands: Iterable[Any]) -> Iterator[dict[str, Any]]:
         from ledger.commands import fast_command, run_command
 
-        self._check_writable()
         batch_max = self.settings.apply_batch_commands
         results: list[dict[str, Any]] = []
         last_event: list[int] = []  # per result: index of its last event in the batch, or -1

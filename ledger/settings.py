@@ -22,6 +22,8 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     view_flush_batches: int = 64
     view_flush_ms: int = 5000
     apply_batch_commands: int = 8192
+    # Commands per batch when they arrive as Arrow columns (the column-wise fold gains with size).
+    apply_column_batch_commands: int = 131_072
     # A checkpoint at least every N events, sealed or not, bounds what an open replays.
     checkpoint_interval_events: int = 250_000
 
@@ -31,7 +33,8 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
                 f"invalid durability {self.durability!r}: use one of {', '.join(DURABILITIES)}")
         for name in ("segment_events_max", "segment_bytes_max", "segment_age_ms_max",
                      "offsets_retention_ms", "view_flush_batches", "view_flush_ms",
-                     "apply_batch_commands", "checkpoint_interval_events"):
+                     "apply_batch_commands", "apply_column_batch_commands",
+                     "checkpoint_interval_events"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise InvalidInput(f"invalid {name.replace('_', '-')} {v!r}: must be a positive integer")

@@ -1,0 +1,718 @@
+"""The column-wise apply path: commands as Arrow columns, folded a batch at a time.
+
+DESIGN.md's performance notes: the bulk of every workload is commits and pulls on keys in the
+common case (no pending reset, nothing to clamp, no expiry due, clustering mode). Per batch this
+module resolves those for all keys at once with numpy, and leaves every other command to the
+per-command fold (`commands.run_command`) in command order. Both write the same events and the
+same results (tests/ledger/test_columnar.py compares them on generated and random streams).
+
+Why per-key vectors are exact: a commit or pull reads and writes only its own key's position; it
+reads its queue's bounds and its group's settings, nothing else. Within a run of commands
+between barriers (reset, group_set, group_delete) group settings are fixed, and MaxOffset only
+grows, by the run's queue appends, whose effect is known up front. So a key whose commands are
+all in the common case folds independently of every other key:
+
+- committed: a running maximum of the commits that are not above MaxOffset at their time (a
+  lower one is refused as stale and changes nothing; a higher one is refused as invalid);
+- pulled: each pull maps the previous pulled offset p to min(max(p, committed) + max, MaxOffset)
+  (same client within its timeout) or to min(committed + max, MaxOffset) (otherwise). Maps of the
+  form x -> min(max(x + a, b), c) compose into the same form, so the pulled offset after every
+  pull is a prefix composition, computed per key by doubling in log2(pulls per key) steps.
+
+A key leaves the vector path for the whole run (its rows go to the per-command fold, in order)
+when anything outside that case could happen: no committed or pulled offset yet, a pending
+reset or expiry, broadcast mode, a value beyond what int64 arithmetic keeps exact, a gap longer
+than offset retention, a commit by a client of an older generation, or a command on the key or
+its queue that the vector path does not decide (a malformed line, an explicit generation, a
+truncation).
+
+The ledger time of a line is max(its ts, the last event's ts). When the run's ts column is not
+non-decreasing, that depends on which earlier lines wrote events, so such a run takes the
+per-command path as a whole; replays and live streams have non-decreasing ts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ledger.errors import InvalidInput
+from ledger.events import EVENT_SCHEMA, EventBuffer
+from ledger.limits import APPEND_COUNT_MAX, PULL_MAX, QUEUE_ID_MAX, TS_MAX, check_name
+from ledger.state import BROADCAST, GroupSettings
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+#: Ops that read or change state beyond one key or queue: each runs alone, in order.
+BARRIER_OPS = frozenset({"reset", "group_set", "group_delete"})
+#: Offsets handled by vectors stay below this, so sums of offsets and pull sizes fit int64.
+VALUE_MAX = 2**60
+_NO_CLIENT = -2  # a last client that no line of the run names
+
+
+@dataclass
+class VectorResults:
+    """Results of the lines folded column-wise, as columns: dicts are built once seqs are known."""
+
+    rows: np.ndarray  # line index in the run
+    is_pull: np.ndarray
+    accepted: np.ndarray
+    invalid: np.ndarray
+    offset: np.ndarray  # commit: the offset, or the committed offset when refused; pull: next
+    generation: np.ndarray
+    count: np.ndarray
+
+
+@dataclass
+class RunOutput:
+    """A folded run: its events (EVENT_SCHEMA, seq not yet assigned) and one result per line
+    (None where `vector` holds it), with the index of the line's last event in `events` (-1:
+    none)."""
+
+    events: pa.Table
+    results: list[dict[str, Any] | None]
+    last_event: np.ndarray
+    line_base: int
+    vector: VectorResults | None = None
+
+    @property
+    def vector_rows(self) -> int:
+        return 0 if self.vector is None else len(self.vector.rows)
+
+    def final_results(self, first_seq: int) -> list[dict[str, Any]]:
+        """Every line's result, with `seq` (its last event's) once the events are durable."""
+        results = self.results
+        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
+        v = self.vector
+        if v is None:
+            per_command = range(len(results))
+        else:
+            per_command = np.nonzero(seqs >= 0)[0]
+            per_command = per_command[np.isin(per_command, v.rows, invert=True)].tolist()
+        seq_list = seqs.tolist()
+        for row in per_command:
+            result = results[row]
+            if seq_list[row] >= 0 and "error" not in result:  # type: ignore[operator]
+                result["seq"] = seq_list[row]  # type: ignore[index]
+        if v is not None:
+            self._fill_vector(v, seqs)
+        return results  # type: ignore[return-value]
+
+    def _fill_vector(self, v: VectorResults, seqs: np.ndarray) -> None:
+        results, base = self.results, self.line_base
+        p = v.is_pull
+        rows = v.rows[p]
+        for row, line, nxt, gen, cnt, seq in zip(
+                rows.tolist(), (rows + base).tolist(), v.offset[p].tolist(),
+                v.generation[p].tolist(), v.count[p].tolist(), seqs[rows].tolist(), strict=True):
+            results[row] = {"line": line, "op": "pull", "next_offset": nxt, "generation": gen,
+                            "count": cnt, "seq": seq}
+        a = v.accepted
+        rows = v.rows[a]
+        for row, line, off, seq in zip(rows.tolist(), (rows + base).tolist(),
+                                       v.offset[a].tolist(), seqs[rows].tolist(), strict=True):
+            results[row] = {"line": line, "op": "commit", "accepted": True, "reason": None,
+                            "offset": off, "seq": seq}
+        refused = ~p & ~a
+        rows = v.rows[refused]
+        for row, line, off, bad in zip(rows.tolist(), (rows + base).tolist(),
+                                       v.offset[refused].tolist(), v.invalid[refused].tolist(),
+                                       strict=True):
+            reason = "invalid" if bad else "stale"
+            results[row] = {"line": line, "op": "commit", "accepted": False, "reason": reason,
+                            "offset": off, "error": f"commit refused: {reason}"}
+
+
+# ----------------------------------------------------------------------------- columns
+class _Columns:
+    """The run's columns as numpy: names as dictionary codes with a validity per code, integers
+    with a validity mask (null, wrong type or out of range -> invalid)."""
+
+    def __init__(self, batch: pa.Table) -> None:
+        self.batch = batch
+        self.n = batch.num_rows
+
+    def names(self, name: str) -> tuple[np.ndarray, list[Any], np.ndarray]:
+        """(codes with -1 for null, dictionary values, valid name per code)."""
+        if name not in self.batch.column_names:
+            return np.full(self.n, -1, np.int64), [], np.zeros(0, bool)
+        col = _one_array(self.batch.column(name))
+        if not pa.types.is_dictionary(col.type):
+            col = pc.dictionary_encode(col)
+        values = col.dictionary.to_pylist()
+        if len(set(values)) != len(values):  # a dictionary may repeat values: make codes unique
+            col = pc.dictionary_encode(col.dictionary.take(col.indices))
+            values = col.dictionary.to_pylist()
+        codes = pc.fill_null(col.indices.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+        valid = np.zeros(len(values), bool)
+        for i, v in enumerate(values):
+            try:
+                check_name(v, name)
+                valid[i] = True
+            except InvalidInput:
+                pass
+        return codes, values, valid
+
+    def ints(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(values with 0 for invalid, valid mask, present mask: the line has the field)."""
+        if name not in self.batch.column_names:
+            zero = np.zeros(self.n, bool)
+            return np.zeros(self.n, np.int64), zero, zero
+        col = _one_array(self.batch.column(name))
+        present = col.is_valid().to_numpy(zero_copy_only=False)
+        t = col.type
+        if not (pa.types.is_signed_integer(t) or t in (pa.uint8(), pa.uint16(), pa.uint32())):
+            return np.zeros(self.n, np.int64), np.zeros(self.n, bool), present
+        values = pc.fill_null(col.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        valid = present & (values >= lo) & (values <= hi)
+        return np.where(valid, values, 0), valid, present
+
+
+def _plain(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Dictionary columns decoded (to_pylist on a dictionary array goes value by value)."""
+    return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+
+
+def _one_array(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        if pa.types.is_dictionary(col.type):
+            col = col.unify_dictionaries()
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+# ----------------------------------------------------------------------------- grouped scans
+def _grouped_scan(values: list[np.ndarray], rank: np.ndarray, combine: Any) -> list[np.ndarray]:
+    """Inclusive prefix of `combine` within groups of consecutive rows (rank: position in the
+    group), by doubling: log2(longest group) vector steps."""
+    n = len(rank)
+    d = 1
+    longest = int(rank.max()) + 1 if n else 0
+    while d < longest:
+        take = np.nonzero(rank[d:] >= d)[0] + d
+        earlier = [v[take - d] for v in values]
+        later = [v[take] for v in values]
+        merged = combine(earlier, later)
+        values = [v.copy() for v in values]
+        for v, m in zip(values, merged, strict=True):
+            v[take] = m
+        d *= 2
+    return values
+
+
+def _grouped_shift(values: np.ndarray, first: np.ndarray, initial: np.ndarray) -> np.ndarray:
+    """The previous row's value within the group; `initial` (per row) for a group's first row."""
+    out = np.empty_like(values)
+    out[1:] = values[:-1]
+    out[first] = initial[first]
+    return out
+
+
+def _max_scan(earlier: list[np.ndarray], later: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.maximum(earlier[0], later[0])]
+
+
+def _compose_pull_maps(earlier: list[np.ndarray], later: list[np.ndarray]) -> list[np.ndarray]:
+    """later o earlier for maps x -> min(max(x + a, b), c)."""
+    a1, b1, c1 = earlier
+    a2, b2, c2 = later
+    return [a1 + a2, np.maximum(b1 + a2, b2), np.minimum(np.maximum(c1 + a2, b2), c2)]
+
+
+# ----------------------------------------------------------------------------- a run
+def fold_run(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
+    """Fold one run of lines (no barrier among them) into the ledger's state."""
+    state = ledger.state
+    cols = _Columns(batch)
+    n = cols.n
+    op_codes, op_values, _ = cols.names("op")
+    op_index = {v: i for i, v in enumerate(op_values)}
+
+    def is_op(name: str) -> np.ndarray:
+        code = op_index.get(name)
+        return op_codes == code if code is not None else np.zeros(n, bool)
+
+    ts, ts_ok, ts_present = cols.ints("ts", 0, TS_MAX)
+    ts_col = batch.column("ts") if "ts" in batch.column_names else None
+    if ts_col is not None and not pa.types.is_integer(ts_col.type) and ts_col.null_count < n:
+        return _per_command(ledger, batch, line_base)  # ISO strings: parsed per line
+    clock = ledger.now_ms()
+    times = np.where(ts_present, ts, clock)
+    counted = ~ts_present | ts_ok  # an out-of-range ts fails its line: it sets no time
+    seen = np.concatenate(([state.last_ts], times[counted]))
+    if np.any(np.diff(seen) < 0):
+        return _per_command(ledger, batch, line_base)
+    now = np.maximum(times, state.last_ts)
+
+    g_codes, g_values, g_ok = cols.names("group")
+    t_codes, t_values, t_ok = cols.names("topic")
+    c_codes, c_values, c_ok = cols.names("client")
+    qid, qid_ok, _ = cols.ints("queue_id", 0, QUEUE_ID_MAX)
+    offset, offset_ok, _ = cols.ints("offset", 0, VALUE_MAX)
+    pull_max, pull_max_ok, pull_max_present = cols.ints("max", 1, PULL_MAX)
+    _, _, generation_present = cols.ints("generation", 0, 0)
+    count, count_ok, count_present = cols.ints("count", 1, APPEND_COUNT_MAX)
+    _, store_ok, store_present = cols.ints("store_time", 0, TS_MAX)
+
+    def ok(codes: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        return (codes >= 0) & (valid[np.maximum(codes, 0)] if len(valid) else False)
+
+    group_ok, topic_ok = ok(g_codes, g_ok), ok(t_codes, t_ok)
+    client_ok = ok(c_codes, c_ok)
+    client_null = c_codes < 0
+    key_ok = group_ok & topic_ok & qid_ok & (~ts_present | ts_ok)
+    commit, pull, append = is_op("commit"), is_op("pull"), is_op("queue_append")
+    hot = key_ok & (
+        (commit & offset_ok & ~generation_present & (client_ok | client_null))
+        | (pull & client_ok & (~pull_max_present | pull_max_ok)))
+    pull_max = np.where(pull_max_present, pull_max, 32)
+    # appends whose effect is known up front; any other append or truncate pins its queue
+    simple_append = (append & topic_ok & qid_ok & (~ts_present | ts_ok)
+                     & (~count_present | count_ok) & (~store_present | store_ok))
+    count = np.where(count_present, count, 1)
+
+    # ids: a queue is (topic code, queue id), a key (group code, queue)
+    q_span = int(qid.max()) + 1 if n else 1
+    queue_id_of = np.unique(t_codes.astype(np.int64) * q_span + qid, return_inverse=True)[1]
+    n_topics = max(len(t_values), 1)
+    key_id_of = (g_codes.astype(np.int64) * n_topics + t_codes) * q_span + qid
+    if len(g_values) * n_topics * q_span >= 2**62:  # ids would overflow: fold per command
+        return _per_command(ledger, batch, line_base)
+
+    pinned_queues = np.unique(queue_id_of[(append & ~simple_append) | is_op("queue_truncate")])
+    touched = (commit | pull) & ~hot  # decided per command: its key leaves the vector path
+    pinned_keys = np.unique(key_id_of[touched])
+
+    rows = np.nonzero(hot & ~np.isin(key_id_of, pinned_keys)
+                      & ~np.isin(queue_id_of, pinned_queues))[0]
+    vec = _VectorRun(ledger, rows, now, commit, offset, pull_max, c_codes, c_values, g_codes,
+                     g_values, t_codes, t_values, qid, key_id_of, queue_id_of,
+                     np.nonzero(simple_append)[0], count)
+    vec.fold()
+    return _merge(ledger, batch, line_base, now, vec, ts_ok | ~ts_present)
+
+
+def _per_command(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
+    from ledger.commands import run_command
+
+    buf = EventBuffer()
+    results, last_event = [], []
+    for i, cmd in enumerate(_dicts(batch, np.arange(batch.num_rows))):
+        before = len(buf)
+        results.append(run_command(ledger, cmd, line_base + i, buf))
+        last_event.append(len(buf) - 1 if len(buf) > before else -1)
+    return RunOutput(pa.Table.from_batches([buf.to_record_batch(0)]), results,  # type: ignore[arg-type]
+                     np.asarray(last_event, np.int64), line_base)
+
+
+def _dicts(batch: pa.Table, rows: np.ndarray) -> list[dict[str, Any]]:
+    """Lines as the dicts `run_command` takes: null fields are absent fields."""
+    index = pa.array(rows, pa.int64())
+    names = batch.column_names
+    picked = batch.take(index)
+    names = [name for name in names if picked.column(name).null_count < len(rows)]
+    columns = [_plain(picked.column(name)).to_pylist() for name in names]
+    return [{k: v for k, v in zip(names, values, strict=True) if v is not None}
+            for values in zip(*columns, strict=True)]
+
+
+class _VectorRun:
+    """The rows of one run that fold column-wise, and their effect."""
+
+    def __init__(self, ledger: Ledger, rows: np.ndarray, now: np.ndarray, commit: np.ndarray,
+                 offset: np.ndarray, pull_max: np.ndarray, c_codes: np.ndarray,
+                 c_values: list[Any], g_codes: np.ndarray, g_values: list[Any],
+                 t_codes: np.ndarray, t_values: list[Any], qid: np.ndarray, key_id_of: np.ndarray,
+                 queue_id_of: np.ndarray, append_rows: np.ndarray, append_count: np.ndarray) -> None:
+        self.ledger = ledger
+        self.state = ledger.state
+        self.rows = rows
+        self.now_all = now
+        self.commit_all, self.offset_all, self.max_all = commit, offset, pull_max
+        self.c_codes, self.c_values = c_codes, c_values
+        self.g_codes, self.g_values, self.t_codes, self.t_values = g_codes, g_values, t_codes, t_values
+        self.qid = qid
+        self.key_id_of, self.queue_id_of = key_id_of, queue_id_of
+        self.append_rows, self.append_count = append_rows, append_count
+
+    # ---------------------------------------------------------------- MaxOffset at each row
+    def _max_offset_at(self, rows: np.ndarray, start_max: np.ndarray) -> np.ndarray:
+        """MaxOffset of each row's queue when the row runs: the run's appends before it."""
+        a = self.append_rows
+        if len(a) == 0:
+            return start_max
+        aq = self.queue_id_of[a]
+        order = np.lexsort((a, aq))
+        aq, arow = aq[order], a[order]
+        acount = self.append_count[a][order]
+        first = np.r_[True, aq[1:] != aq[:-1]]
+        group_start = np.maximum.accumulate(np.where(first, np.arange(len(aq)), 0))
+        csum = np.cumsum(acount)
+        added = csum - (csum[group_start] - acount[group_start])  # appended so far on the queue
+        # the last append of the row's queue before the row: search (queue, row) in (aq, arow)
+        span = len(self.queue_id_of) + 1
+        pos = np.searchsorted(aq * span + arow, self.queue_id_of[rows] * span + rows) - 1
+        hit = (pos >= 0) & (aq[np.maximum(pos, 0)] == self.queue_id_of[rows])
+        return start_max + np.where(hit, added[np.maximum(pos, 0)], 0)
+
+    # ---------------------------------------------------------------- the fold
+    def fold(self) -> None:
+        rows = self.rows
+        kid_all = self.key_id_of[rows]
+        keys, first_index, kid = np.unique(kid_all, return_index=True, return_inverse=True)
+        first_row = rows[first_index]  # a row of each key, to name the key
+        start = self._gather(first_row)
+        ok_key = start["ok"]
+        # rows sorted by key, then by line
+        order = np.argsort(kid, kind="stable")  # rows are in line order already
+        s = rows[order]
+        k = kid[order]
+        first = np.r_[True, k[1:] != k[:-1]] if len(k) else np.zeros(0, bool)
+        idx = np.arange(len(s))
+        rank = idx - np.maximum.accumulate(np.where(first, idx, 0)) if len(s) else idx
+        now = self.now_all[s]
+        is_commit = self.commit_all[s]
+        off = self.offset_all[s]
+        max_at = self._max_offset_at(s, start["max"][k])
+        ok_key &= np.bincount(k, max_at > VALUE_MAX, len(keys)) == 0 if len(k) else ok_key
+
+        # committed: running maximum of the commits not above MaxOffset
+        c0 = start["committed"][k]
+        valid = is_commit & (off <= max_at)
+        (c_after,) = _grouped_scan([np.where(first, np.maximum(np.where(valid, off, -1), c0),
+                                             np.where(valid, off, -1))], rank, _max_scan)
+        c_before = _grouped_shift(c_after, first, c0)
+        accepted = valid & (off >= c_before)
+        event = ~is_commit | accepted
+        # offset retention: a gap from the key's last commit or pull longer than retention
+        lat0 = start["last_active"][k]
+        (active,) = _grouped_scan([np.where(event, now, lat0)], rank, _max_scan)
+        active_before = _grouped_shift(active, first, lat0)
+        too_late = now - active_before > self.ledger.settings.offsets_retention_ms
+        ok_key &= np.bincount(k, too_late, len(keys)) == 0 if len(k) else ok_key
+        client = self.c_codes[s]
+        stale = start["stale_clients"]  # (key, client) pairs of an older generation: fenced
+        if len(stale):
+            span = len(self.c_values) + 2
+            fenced = is_commit & np.isin(k * span + client + 1, stale)
+            ok_key[k[fenced]] = False
+
+        # pulls: the pulled offset is a prefix composition of per-pull maps
+        p = np.nonzero(~is_commit)[0]
+        kp = k[p]
+        pfirst = np.r_[True, kp[1:] != kp[:-1]] if len(p) else np.zeros(0, bool)
+        pidx = np.arange(len(p))
+        prank = pidx - np.maximum.accumulate(np.where(pfirst, pidx, 0)) if len(p) else pidx
+        pc_client = client[p]
+        pnow = now[p]
+        prev_client = _grouped_shift(pc_client, pfirst, start["last_client"][kp])
+        prev_ts = _grouped_shift(pnow, pfirst, start["last_pull_ts"][kp])
+        cont = (prev_client == pc_client) & (pnow - prev_ts <= start["timeout"][kp])
+        committed_at = c_after[p]
+        m = self.max_all[s][p]
+        top = max_at[p]
+        restart = np.minimum(committed_at + m, top)
+        a = np.where(cont, m, 0)
+        b = np.where(cont, committed_at + m, restart)
+        c = np.where(cont, top, restart)
+        fa, fb, fc = _grouped_scan([a, b, c], prank, _compose_pull_maps)
+        p0 = start["pulled"][kp]
+        pulled = np.minimum(np.maximum(p0 + fa, fb), fc)
+        pulled_before = _grouped_shift(pulled, pfirst, p0)
+        next_offset = np.where(cont, np.maximum(pulled_before, committed_at), committed_at)
+
+        keep = ok_key[k]
+        self.ok_key, self.keys, self.start = ok_key, keys, start
+        self.s, self.k, self.keep = s, k, keep
+        self.now, self.is_commit, self.off, self.client = now, is_commit, off, client
+        self.accepted, self.c_before, self.c_after, self.event = accepted, c_before, c_after, event
+        self.reason_invalid = is_commit & ~valid
+        self.p, self.pulled, self.pulled_before, self.next_offset = p, pulled, pulled_before, next_offset
+        self.first_row = first_row
+
+    def _gather(self, first_row: np.ndarray) -> dict[str, Any]:
+        """Each key's position at the start of the run (ok: the key may fold column-wise)."""
+        state = self.state
+        client_code = {v: i for i, v in enumerate(self.c_values)}
+        default_timeout = GroupSettings().client_timeout_ms
+        group_timeout = []  # per group code: its client timeout, or None when broadcast
+        for name in self.g_values:
+            settings = state.groups.get(name)
+            group_timeout.append(default_timeout if settings is None else
+                                 None if settings.mode == BROADCAST else settings.client_timeout_ms)
+        names = self._names(first_row)
+        get_pos, get_queue = state.positions.get, state.queues.get
+        self.positions = positions = [get_pos(key) for key in names]
+        g_of = self.g_codes[first_row].tolist()
+        rows: list[tuple[int, ...]] = []
+        ok: list[bool] = []
+        stale: list[int] = []
+        span = len(self.c_values) + 2
+        nothing = (0,) * 8
+        for i, (pos, key) in enumerate(zip(positions, names, strict=True)):
+            q = get_queue(key[1:])
+            timeout = group_timeout[g_of[i]]
+            if (pos is None or q is None or timeout is None or pos.pending or pos.expired
+                    or pos.committed is None or pos.pulled is None or pos.last_active_ts < 0
+                    or not q.min_offset <= pos.committed <= q.max_offset
+                    or not q.min_offset <= pos.pulled <= q.max_offset
+                    or q.max_offset > VALUE_MAX):
+                rows.append(nothing)
+                ok.append(False)
+                continue
+            generation = pos.generation
+            rows.append((pos.committed, pos.pulled, generation,
+                         client_code.get(pos.last_client, _NO_CLIENT), pos.last_pull_ts,
+                         pos.last_active_ts, timeout, q.max_offset))
+            ok.append(True)
+            gens = pos.client_generations
+            if gens and min(gens.values()) != generation:  # rare: after a reset or delete
+                stale += [i * span + client_code[c] + 1 for c, g in gens.items()
+                          if g != generation and c in client_code]
+        table = np.array(rows, np.int64).reshape(len(rows), 8)
+        out: dict[str, Any] = {name: table[:, j] for j, name in enumerate(
+            ("committed", "pulled", "generation", "last_client", "last_pull_ts", "last_active",
+             "timeout", "max"))}
+        out["ok"] = np.array(ok, bool)
+        out["stale_clients"] = np.asarray(stale, np.int64)
+        return out
+
+    # ---------------------------------------------------------------- effects
+    def write_back(self) -> int:
+        """Set the final position of every key folded here; returns the events written."""
+        state = self.state
+        keep, k = self.keep, self.k
+        ev = keep & self.event
+        if not ev.any():
+            return 0
+        rows_k = k[ev]
+        last = np.r_[rows_k[1:] != rows_k[:-1], True]
+        key_rows = np.nonzero(ev)[0][last]  # each key's last event row (sorted order)
+        final_k = k[key_rows]
+        final_now = self.now[key_rows].tolist()
+        # committed after the key's last row (a refused commit after it changes nothing)
+        c_final = self.c_after[key_rows].tolist()
+        pkeep = keep[self.p]
+        pk = k[self.p][pkeep]
+        plast = np.r_[pk[1:] != pk[:-1], True] if len(pk) else np.zeros(0, bool)
+        pull_rows = self.p[pkeep][plast]
+        pulls_of = dict(zip(k[pull_rows].tolist(), zip(
+            self.pulled[pkeep][plast].tolist(), self.client[pull_rows].tolist(),
+            self.now[pull_rows].tolist(), strict=True), strict=True))
+        positions = self.positions
+        c_values = self.c_values
+        final_keys = final_k.tolist()
+        for i, key_index in enumerate(final_keys):
+            pos = positions[key_index]
+            pos.committed = c_final[i]
+            pos.last_active_ts = pos.last_update_ts = final_now[i]
+            pulled = pulls_of.get(key_index)
+            if pulled is not None:
+                pos.pulled, client, pos.last_pull_ts = pulled
+                pos.last_client = c_values[client]
+        # every client that pulled a key now holds the key's generation
+        span = len(c_values) + 1
+        pairs = np.unique(k[self.p][pkeep] * span + self.client[self.p][pkeep])
+        for key_index, client in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
+            pos = positions[key_index]
+            pos.client_generations[c_values[client]] = pos.generation
+        state.dirty_keys.update(self._names(self.first_row[final_k]))
+        n_events = int(ev.sum())
+        state.events_applied += n_events
+        state.last_ts = max(state.last_ts, int(self.now[ev].max()))
+        return n_events
+
+    def _names(self, rows: np.ndarray) -> list[tuple[str, str, int]]:
+        gv, tv = self.g_values, self.t_values
+        return [(gv[g], tv[t], q) for g, t, q in zip(
+            self.g_codes[rows].tolist(), self.t_codes[rows].tolist(), self.qid[rows].tolist(),
+            strict=True)]
+
+
+def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec: _VectorRun,
+           time_ok: np.ndarray) -> RunOutput:
+    """Fold the other rows per command, in order, then merge both into line order."""
+    from ledger.commands import fast_command, run_command
+
+    n = batch.num_rows
+    vec_mask = np.zeros(n, bool)
+    vec_rows_sorted = vec.s[vec.keep]
+    vec_mask[vec_rows_sorted] = True
+    slow = np.nonzero(~vec_mask)[0]
+    buf = EventBuffer()
+    results: list[Any] = [None] * n
+    slow_event_line: list[int] = []
+    for row, cmd in zip(slow.tolist(), _dicts(batch, slow), strict=True):
+        before = len(buf)
+        at = int(now[row]) if time_ok[row] else None
+        result = fast_command(ledger, cmd, line_base + row, buf, now=at)
+        if result is None:
+            result = run_command(ledger, cmd, line_base + row, buf, now=at)
+        results[row] = result
+        slow_event_line.extend([row] * (len(buf) - before))
+    n_vec_events = vec.write_back()
+
+    # the vector rows' events and results, in sorted (key, line) order
+    keep = vec.keep
+    s = vec.s[keep]
+    is_commit = vec.is_commit[keep]
+    accepted = vec.accepted[keep]
+    event = vec.event[keep]
+    k = vec.k[keep]
+    generation = vec.start["generation"][k]
+    off = vec.off[keep]
+    c_before = vec.c_before[keep]
+    client = vec.client[keep]
+    # pulled offsets of the kept pull rows, aligned to the kept rows
+    pkeep = keep[vec.p]
+    pull_pos = np.full(len(vec.s), -1, np.int64)
+    pull_pos[vec.p] = np.arange(len(vec.p))
+    ppos = pull_pos[np.nonzero(keep)[0]]
+    is_pull = ~is_commit
+    pulled = np.zeros(len(s), np.int64)
+    pulled[is_pull] = vec.pulled[ppos[is_pull]]
+    next_offset = np.zeros(len(s), np.int64)
+    next_offset[is_pull] = vec.next_offset[ppos[is_pull]]
+    redeliver = np.zeros(len(s), bool)
+    redeliver[is_pull] = next_offset[is_pull] < vec.pulled_before[ppos[is_pull]]
+    del pkeep
+
+    ev_rows = s[event]
+    vec_events = _vector_events(vec, ev_rows, is_commit[event], np.where(is_commit, off, pulled)[event],
+                                generation[event], client[event], next_offset[event],
+                                redeliver[event])
+    assert vec_events.num_rows == n_vec_events
+    vector = VectorResults(
+        rows=s, is_pull=is_pull, accepted=is_commit & accepted,
+        invalid=vec.reason_invalid[keep],
+        offset=np.where(is_pull, next_offset, np.where(accepted, off, c_before)),
+        generation=generation, count=pulled - next_offset)
+
+    slow_table = pa.Table.from_batches([buf.to_record_batch(0)])
+    events = pa.concat_tables([slow_table, vec_events])
+    event_line = np.concatenate((np.asarray(slow_event_line, np.int64), ev_rows))
+    order = np.argsort(event_line, kind="stable")
+    events = events.take(pa.array(order, pa.int64()))
+    sorted_lines = event_line[order]
+    last_event = np.full(n, -1, np.int64)
+    if len(sorted_lines):
+        ends = np.nonzero(np.r_[sorted_lines[1:] != sorted_lines[:-1], True])[0]
+        last_event[sorted_lines[ends]] = ends
+    return RunOutput(events, results, last_event, line_base, vector)
+
+
+_KINDS = pa.array(["commit", "pull"], pa.string())
+_OPERATOR = pa.array(["operator"], pa.string())
+
+
+def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, offset: np.ndarray,
+                   generation: np.ndarray, client: np.ndarray, next_offset: np.ndarray,
+                   redeliver: np.ndarray) -> pa.Table:
+    n = len(rows)
+
+    def names(values: list[Any], codes: np.ndarray) -> pa.Array:
+        return pa.array(values, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
+
+    detail: list[str | None] = [None] * n
+    for i in np.nonzero(redeliver)[0].tolist():
+        detail[i] = f"redeliver from {int(next_offset[i])}"
+    no_client = client < 0
+    arrays = [
+        pa.array(np.zeros(n, np.int64)),
+        pa.array(vec.now_all[rows], pa.int64()),
+        _KINDS.take(pa.array((~is_commit).astype(np.int8))),
+        names(vec.g_values, vec.g_codes[rows]),
+        names(vec.t_values, vec.t_codes[rows]),
+        pa.array(vec.qid[rows], pa.int32()),
+        pa.array(offset, pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.array(generation, pa.int32()),
+        names(vec.c_values, client),
+        _OPERATOR.take(pa.array(np.zeros(n, np.int64), mask=~(is_commit & no_client))),
+        pa.nulls(n, pa.int64()),
+        pa.array(detail, pa.string()),
+    ]
+    return pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
+
+
+# ----------------------------------------------------------------------------- batches
+class _Pacer:
+    """Rows per run: a run costs a Python step per key it touches, so runs grow (doubling up to
+    the batch) while nearly all rows fold column-wise, and shrink while many keys are new or
+    otherwise off the vector path (their later rows in the same run go per command too)."""
+
+    MIN = 4096
+
+    def __init__(self, most: int) -> None:
+        self.most = max(most, 1)
+        self.rows = min(self.MIN, self.most)
+
+    def after(self, run: RunOutput) -> None:
+        share = run.vector_rows / max(len(run.results), 1)
+        if share >= 0.9:
+            self.rows = min(self.rows * 2, self.most)
+        elif share < 0.5:
+            self.rows = max(self.rows // 2, min(self.MIN, self.most))
+
+
+def apply_table(ledger: Ledger, table: pa.Table | pa.RecordBatch,
+                batch_commands: int) -> Iterator[list[dict[str, Any]]]:
+    """Apply a command table a batch at a time; yield the results of each appended batch, one
+    per line, once its events are durable."""
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    pacer = _Pacer(batch_commands)
+    for start in range(0, table.num_rows, batch_commands):
+        yield from _apply_batch(ledger, table.slice(start, batch_commands), start + 1, pacer)
+
+
+def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int,
+                 pacer: _Pacer) -> Iterator[list[dict[str, Any]]]:
+    n = batch.num_rows
+    if "op" in batch.column_names:
+        ops = _one_array(batch.column("op"))
+        barrier = pc.is_in(ops.cast(pa.string()) if pa.types.is_dictionary(ops.type) else ops,
+                           value_set=pa.array(sorted(BARRIER_OPS), pa.string()))
+        barriers = np.nonzero(pc.fill_null(barrier, False).to_numpy(zero_copy_only=False))[0]
+        barrier_ops = ops.take(pa.array(barriers, pa.int64())).to_pylist() if len(barriers) else []
+    else:
+        barriers, barrier_ops = np.zeros(0, np.int64), []
+    pending: list[RunOutput] = []
+    lo = 0
+    for row, op in zip([*barriers.tolist(), n], [*barrier_ops, None], strict=True):
+        while lo < row:
+            size = min(pacer.rows, row - lo)
+            run = fold_run(ledger, batch.slice(lo, size), line_base + lo)
+            pacer.after(run)
+            pending.append(run)
+            lo += size
+        if op is None:
+            break
+        if op == "reset" and any(p.events.num_rows for p in pending):
+            yield _flush(ledger, pending)  # a reset plans against the log: durable first
+            pending = []
+        pending.append(_per_command(ledger, batch.slice(row, 1), line_base + row))
+        lo = row + 1
+    yield _flush(ledger, pending)
+
+
+def _flush(ledger: Ledger, runs: list[RunOutput]) -> list[dict[str, Any]]:
+    """Append the runs' events as one batch; then their results, with seqs."""
+    tables = [r.events for r in runs if r.events.num_rows]
+    first = ledger.log.next_seq
+    if tables:
+        events = pa.concat_tables(tables).combine_chunks()
+        seqs = pa.array(np.arange(first, first + events.num_rows, dtype=np.int64))
+        batch = events.set_column(0, EVENT_SCHEMA.field("seq"), seqs).to_batches()[0]
+        first = ledger._append_batch(batch)
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        out += run.final_results(first)
+        first += run.events.num_rows
+    return out

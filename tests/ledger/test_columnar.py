@@ -1,0 +1,198 @@
+"""The column-wise apply path (commands as an Arrow table) writes exactly the events, results and
+state of the per-command path (commands as dicts), whatever the stream holds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ledger.columnar as columnar
+from bench.workload import commands_table
+from ledger import Ledger
+from tests.conftest import T0, FakeClock
+
+#: One column per field an apply line may carry (null: the line lacks it).
+SCHEMA = pa.schema([
+    ("op", pa.string()), ("group", pa.string()), ("topic", pa.string()),
+    ("queue_id", pa.int64()), ("client", pa.string()), ("offset", pa.int64()),
+    ("max", pa.int64()), ("count", pa.int64()), ("min_offset", pa.int64()),
+    ("generation", pa.int64()), ("to_offset", pa.int64()), ("shift_by", pa.int64()),
+    ("execute", pa.bool_()), ("mode", pa.string()), ("client_timeout", pa.string()),
+    ("ts", pa.int64()),
+])
+
+
+def _run(root: Path, commands: object, **kw: object) -> tuple[list, pa.Table, list, list]:
+    with Ledger.open(root, clock=FakeClock(), segment_events_max=5_000, **kw) as led:
+        results = list(led.apply(commands))  # type: ignore[arg-type]
+        log = led.log.read()
+        snapshot = led.snapshot()
+        view = sorted(led.sql("SELECT * FROM offsets").to_pylist(),
+                      key=lambda r: (r["consumer_group"], r["topic"], r["queue_id"]))
+    return results, log, snapshot, view
+
+
+def _as_dicts(table: pa.Table) -> list[dict]:
+    return [{k: v for k, v in row.items() if v is not None} for row in table.to_pylist()]
+
+
+def _same(tmp_path: Path, table: pa.Table, **kw: object) -> list:
+    by_dict = _run(tmp_path / "dicts", _as_dicts(table))
+    by_column = _run(tmp_path / "columns", table, **kw)
+    for name, a, b in zip(("results", "log", "snapshot", "view"), by_dict, by_column, strict=True):
+        if name == "log":
+            assert a.equals(b), _first_difference(a, b)
+        else:
+            assert a == b, name
+    return by_column[0]
+
+
+def _first_difference(a: pa.Table, b: pa.Table) -> str:
+    rows_a, rows_b = a.to_pylist(), b.to_pylist()
+    for i, (x, y) in enumerate(zip(rows_a, rows_b, strict=False)):
+        if x != y:
+            return f"event {i}: {x} != {y}"
+    return f"{len(rows_a)} events != {len(rows_b)}"
+
+
+@pytest.mark.parametrize(("seed", "batch"), [(1, 131_072), (2, 5_000), (3, 97)])
+def test_generated_workload_folds_the_same_column_wise(tmp_path, seed, batch):
+    table = commands_table(30_000, seed=seed, groups=8, topics=2, queues=3)
+    results = _same(tmp_path, table, apply_column_batch_commands=batch)
+    assert len(results) == table.num_rows
+    assert [r["line"] for r in results] == list(range(1, table.num_rows + 1))
+
+
+def test_most_lines_fold_column_wise(tmp_path, monkeypatch):
+    """Not a timing test: the vector path must actually take the common case."""
+    folded = []
+    real = columnar.fold_run
+
+    def counting(*args):
+        run = real(*args)
+        folded.append((run.vector_rows, len(run.results)))
+        return run
+
+    monkeypatch.setattr(columnar, "fold_run", counting)
+    table = commands_table(60_000, seed=4, groups=20, topics=2, queues=4)
+    with Ledger.open(tmp_path, clock=FakeClock()) as led:
+        assert sum(1 for _ in led.apply(table)) == table.num_rows
+    vector, total = map(sum, zip(*folded, strict=True))
+    assert vector > 0.8 * total
+
+
+def test_refusals_and_errors_match_and_append_nothing(tmp_path):
+    lines = [
+        {"op": "queue_append", "topic": "t", "queue_id": 0, "count": 100, "ts": T0},
+        {"op": "pull", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "max": 10,
+         "ts": T0},  # the first pull starts at MaxOffset (policy latest): 100
+        {"op": "queue_append", "topic": "t", "queue_id": 0, "count": 100, "ts": T0},
+        {"op": "commit", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "offset": 108,
+         "ts": T0 + 1},
+        {"op": "commit", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "offset": 105,
+         "ts": T0 + 2},  # stale
+        {"op": "commit", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "offset": 500,
+         "ts": T0 + 3},  # above MaxOffset: invalid
+        {"op": "commit", "group": "bad name", "topic": "t", "queue_id": 0, "offset": 9,
+         "ts": T0 + 4},
+        {"op": "pull", "group": "g", "topic": "t", "queue_id": -1, "client": "c", "ts": T0 + 5},
+        {"op": "nope", "ts": T0 + 6},
+        {"op": "pull", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "max": 10,
+         "ts": T0 + 7},
+    ]
+    table = pa.Table.from_pylist(lines * 3, schema=SCHEMA)
+    results = _same(tmp_path, table)
+    assert [r.get("reason") for r in results[3:6]] == [None, "stale", "invalid"]
+    assert [r["offset"] for r in results[3:6]] == [108, 108, 108]
+    assert "seq" in results[3] and "seq" not in results[4] and "seq" not in results[5]
+    assert results[6]["error"].startswith("invalid group 'bad name'")
+    assert results[7]["error"].startswith("invalid queue id -1")
+    assert results[8]["error"].startswith("unknown op 'nope'")
+    assert results[9]["next_offset"] == 108 and results[9]["count"] == 10  # from the commit
+    # the second round: the key is known now and folds column-wise, with the same answers
+    assert [r.get("reason") for r in results[13:16]] == [None, "stale", "invalid"]
+
+
+def test_out_of_order_ts_and_lines_without_ts(tmp_path):
+    lines = [
+        {"op": "queue_append", "topic": "t", "queue_id": 0, "count": 100, "ts": T0 + 50},
+        {"op": "pull", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "ts": T0 + 60},
+        {"op": "commit", "group": "g", "topic": "t", "queue_id": 0, "offset": 3, "ts": T0 + 10},
+        {"op": "commit", "group": "g", "topic": "t", "queue_id": 0, "offset": 4},
+        {"op": "commit", "group": "g", "topic": "t", "queue_id": 0, "offset": 1, "ts": T0 + 99},
+        {"op": "pull", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "ts": T0 + 70},
+    ]
+    _same(tmp_path, pa.Table.from_pylist(lines * 4, schema=SCHEMA))
+
+
+def test_dictionary_columns_and_record_batches(tmp_path):
+    table = commands_table(5_000, seed=5, groups=4, topics=2, queues=2)
+    plain = table.cast(pa.schema([
+        pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+        for f in table.schema]))
+    by_dict = _run(tmp_path / "dict-encoded", table)
+    by_plain = _run(tmp_path / "plain", plain)
+    by_batch = _run(tmp_path / "batch", plain.combine_chunks().to_batches()[0])
+    assert by_dict[0] == by_plain[0] == by_batch[0]
+    assert by_dict[1].equals(by_plain[1]) and by_dict[1].equals(by_batch[1])
+
+
+GROUPS = ("g1", "g2", "g3")
+QUEUES = (0, 1)
+CLIENTS = ("c1", "c2", "c3")
+key = st.tuples(st.sampled_from(GROUPS), st.sampled_from(QUEUES))
+line = st.one_of(
+    st.builds(lambda q, n: {"op": "queue_append", "topic": "t", "queue_id": q, "count": n},
+              st.sampled_from(QUEUES), st.integers(1, 60)),
+    st.builds(lambda q, m: {"op": "queue_truncate", "topic": "t", "queue_id": q, "min_offset": m},
+              st.sampled_from(QUEUES), st.integers(0, 120)),
+    *[st.builds(lambda k, c, m: {"op": "pull", "group": k[0], "topic": "t", "queue_id": k[1],
+                                 "client": c, "max": m},
+                key, st.sampled_from(CLIENTS), st.integers(1, 40))] * 4,
+    *[st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": "t", "queue_id": k[1],
+                                 "client": c, "offset": o},
+                key, st.sampled_from((*CLIENTS, None)), st.integers(0, 200))] * 4,
+    st.builds(lambda k, o, g: {"op": "commit", "group": k[0], "topic": "t", "queue_id": k[1],
+                               "offset": o, "generation": g},
+              key, st.integers(0, 200), st.integers(0, 3)),
+    st.builds(lambda g, s: {"op": "reset", "group": g, "topic": "t", "execute": True, **s},
+              st.sampled_from(GROUPS),
+              st.sampled_from([{"to_offset": 5}, {"shift_by": -10}, {"to_latest": True}])),
+    st.builds(lambda g, m, t: {"op": "group_set", "group": g, "mode": m, "client_timeout": t},
+              st.sampled_from(GROUPS), st.sampled_from(["clustering", "broadcast"]),
+              st.sampled_from(["PT1S", "PT2M"])),
+    st.just({"op": "group_delete", "group": "g3"}),
+    st.builds(lambda k: {"op": "pull", "group": k[0], "topic": "t", "queue_id": k[1],
+                         "client": "c1", "max": 0}, key),  # malformed: max 0
+    st.builds(lambda k: {"op": "commit", "group": k[0], "topic": "bad topic",
+                         "queue_id": k[1], "offset": 1}, key),
+)
+#: Mostly small steps; some longer than a client timeout or the offset retention (1 hour here).
+step = st.sampled_from([0, 0, 1, 10, 1_000, 60_000, 130_000, 4_000_000, -5])
+
+
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=st.lists(st.tuples(line, step), min_size=1, max_size=120),
+       batch=st.sampled_from([3, 16, 4096]), no_ts=st.booleans())
+def test_random_streams_fold_the_same_column_wise(tmp_path_factory, stream, batch, no_ts):
+    tmp = tmp_path_factory.mktemp("columnar")
+    rows, ts = [], T0
+    for i, (cmd, dt) in enumerate(stream):
+        ts += dt
+        row = dict(cmd)
+        if not (no_ts and i % 3 == 0):  # some lines take the (fixed) clock instead
+            row["ts"] = ts
+        rows.append(row)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    by_dict = _run(tmp / "dicts", _as_dicts(table), offsets_retention_ms=3_600_000)
+    by_column = _run(tmp / "columns", table, offsets_retention_ms=3_600_000,
+                     apply_column_batch_commands=batch)
+    assert by_dict[0] == by_column[0]
+    assert by_dict[1].equals(by_column[1]), _first_difference(by_dict[1], by_column[1])
+    assert by_dict[2:] == by_column[2:]
