@@ -35,8 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,6 +56,39 @@ BARRIER_OPS = frozenset({"reset", "group_set", "group_delete"})
 #: Offsets handled by vectors stay below this, so sums of offsets and pull sizes fit int64.
 VALUE_MAX = 2**60
 _NO_CLIENT = -2  # a last client that no line of the run names
+_POSITION_FIELDS = attrgetter("committed", "pulled", "generation", "last_client", "last_pull_ts",
+                              "last_active_ts", "pending", "expired")
+
+#: Results of an Arrow apply, one row per line; `detail` holds any other field of the line's
+#: result as JSON (a queue's bounds, a reset's plan, a group's settings).
+RESULT_SCHEMA: pa.Schema = pa.schema([
+    pa.field("line", pa.int64(), nullable=False),
+    pa.field("op", pa.string()),
+    pa.field("seq", pa.int64()),
+    pa.field("error", pa.string()),
+    pa.field("accepted", pa.bool_()),
+    pa.field("reason", pa.string()),
+    pa.field("offset", pa.int64()),
+    pa.field("next_offset", pa.int64()),
+    pa.field("generation", pa.int64()),
+    pa.field("count", pa.int64()),
+    pa.field("detail", pa.string()),
+])
+_RESULT_FIELDS = frozenset(RESULT_SCHEMA.names)
+_INT_FIELDS = ("seq", "offset", "next_offset", "generation", "count")
+_encode_json = msgspec.json.Encoder().encode
+
+
+def results_table(results: list[dict[str, Any]]) -> pa.Table:
+    """Result dicts (the per-command form) as RESULT_SCHEMA rows."""
+    columns: dict[str, list[Any]] = {name: [r.get(name) for r in results]
+                                     for name in RESULT_SCHEMA.names[:-1]}
+    columns["op"] = [op if op is None or type(op) is str else str(op) for op in columns["op"]]
+    columns["detail"] = [
+        None if _RESULT_FIELDS.issuperset(r) else
+        _encode_json({k: v for k, v in r.items() if k not in _RESULT_FIELDS}).decode()
+        for r in results]
+    return pa.Table.from_pydict(columns, schema=RESULT_SCHEMA)
 
 
 @dataclass
@@ -103,6 +138,44 @@ class RunOutput:
         if v is not None:
             self._fill_vector(v, seqs)
         return results  # type: ignore[return-value]
+
+    def result_table(self, first_seq: int) -> pa.Table:
+        """`final_results` as RESULT_SCHEMA columns, without a dict per line folded column-wise."""
+        v = self.vector
+        if v is None:
+            return results_table(self.final_results(first_seq))
+        n = len(self.results)
+        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
+        per_command = np.ones(n, bool)
+        per_command[v.rows] = False
+        rows = np.nonzero(per_command)[0]
+        for row, seq in zip(rows.tolist(), seqs[rows].tolist(), strict=True):
+            result = self.results[row]
+            if seq >= 0 and "error" not in result:  # type: ignore[operator]
+                result["seq"] = seq  # type: ignore[index]
+        slow = results_table([self.results[i] for i in rows.tolist()])  # type: ignore[misc]
+        refused = ~v.is_pull & ~v.accepted
+        reason = np.where(v.invalid, 1, 2)
+        reasons = pa.array([None, "invalid", "stale"], pa.string())
+        errors = pa.array([None, "commit refused: invalid", "commit refused: stale"], pa.string())
+        code = pa.array(np.where(refused, reason, 0).astype(np.int8))
+        pull, commit = v.is_pull, ~v.is_pull
+        fast = pa.table([
+            pa.array(v.rows + self.line_base, pa.int64()),
+            pa.array(["commit", "pull"], pa.string()).take(pa.array(pull.astype(np.int8))),
+            pa.array(seqs[v.rows], pa.int64(), mask=refused),
+            errors.take(code),
+            pa.array(v.accepted, pa.bool_(), mask=pull),
+            reasons.take(code),
+            pa.array(v.offset, pa.int64(), mask=pull),
+            pa.array(v.offset, pa.int64(), mask=commit),
+            pa.array(v.generation, pa.int64(), mask=commit),
+            pa.array(v.count, pa.int64(), mask=commit),
+            pa.nulls(len(v.rows), pa.string()),
+        ], schema=RESULT_SCHEMA)
+        table = pa.concat_tables([slow, fast])
+        order = np.argsort(np.concatenate((rows, v.rows)), kind="stable")
+        return table.take(pa.array(order, pa.int64()))
 
     def _fill_vector(self, v: VectorResults, seqs: np.ndarray) -> None:
         results, base = self.results, self.line_base
@@ -437,51 +510,63 @@ class _VectorRun:
         self.first_row = first_row
 
     def _gather(self, first_row: np.ndarray) -> dict[str, Any]:
-        """Each key's position at the start of the run (ok: the key may fold column-wise)."""
+        """Each key's position at the start of the run (ok: the key may fold column-wise).
+        Attributes are read by C loops (attrgetter) and checked as vectors: this runs once per
+        key and run, and was the largest Python cost of the path."""
         state = self.state
+        n = len(first_row)
         client_code = {v: i for i, v in enumerate(self.c_values)}
         default_timeout = GroupSettings().client_timeout_ms
-        group_timeout = []  # per group code: its client timeout, or None when broadcast
-        for name in self.g_values:
+        timeouts = np.zeros(max(len(self.g_values), 1), np.int64)
+        clustering = np.zeros(max(len(self.g_values), 1), bool)
+        for i, name in enumerate(self.g_values):
             settings = state.groups.get(name)
-            group_timeout.append(default_timeout if settings is None else
-                                 None if settings.mode == BROADCAST else settings.client_timeout_ms)
+            clustering[i] = settings is None or settings.mode != BROADCAST
+            timeouts[i] = default_timeout if settings is None else settings.client_timeout_ms
+        # the queues' bounds, per queue of the run
+        queue_rows = first_row
+        q_ids = self.queue_id_of[queue_rows]
+        uq, uq_first, uq_of = np.unique(q_ids, return_index=True, return_inverse=True)
+        bounds = []
+        for t, q in zip(self.t_codes[queue_rows[uq_first]].tolist(),
+                        self.qid[queue_rows[uq_first]].tolist(), strict=True):
+            queue = state.queues.get((self.t_values[t], q))
+            bounds.append((1, queue.min_offset, queue.max_offset) if queue is not None
+                          else (0, 0, 0))
+        qb = np.array(bounds, np.int64).reshape(len(bounds), 3)[uq_of]
         names = self._names(first_row)
-        get_pos, get_queue = state.positions.get, state.queues.get
+        get_pos = state.positions.get
         self.positions = positions = [get_pos(key) for key in names]
-        g_of = self.g_codes[first_row].tolist()
-        rows: list[tuple[int, ...]] = []
-        ok: list[bool] = []
+        known = np.fromiter((p is not None for p in positions), bool, n)
+        at = np.nonzero(known)[0]
+        present = [positions[i] for i in at.tolist()]
+        fields = np.array(list(map(_POSITION_FIELDS, present)), dtype=object).reshape(len(at), 8)
+        committed_null = fields[:, 0] == None  # noqa: E711 (elementwise)
+        pulled_null = fields[:, 1] == None  # noqa: E711
+        flags = fields[:, 6].astype(bool) | fields[:, 7].astype(bool)  # pending or expired
+        as_int = np.where((committed_null | pulled_null)[:, None], 0, fields[:, :6])
+        as_int[:, 3] = 0
+        values = np.zeros((n, 6), np.int64)
+        values[at] = as_int.astype(np.int64)
+        values[at, 3] = [client_code.get(c, _NO_CLIENT) for c in fields[:, 3].tolist()]
+        ok = np.zeros(n, bool)
+        ok[at] = ~committed_null & ~pulled_null & ~flags
+        committed, pulled = values[:, 0], values[:, 1]
+        ok &= ((qb[:, 0] == 1) & clustering[self.g_codes[first_row]] & (values[:, 5] >= 0)
+               & (qb[:, 1] <= committed) & (committed <= qb[:, 2])
+               & (qb[:, 1] <= pulled) & (pulled <= qb[:, 2]) & (qb[:, 2] <= VALUE_MAX))
         stale: list[int] = []
         span = len(self.c_values) + 2
-        nothing = (0,) * 8
-        for i, (pos, key) in enumerate(zip(positions, names, strict=True)):
-            q = get_queue(key[1:])
-            timeout = group_timeout[g_of[i]]
-            if (pos is None or q is None or timeout is None or pos.pending or pos.expired
-                    or pos.committed is None or pos.pulled is None or pos.last_active_ts < 0
-                    or not q.min_offset <= pos.committed <= q.max_offset
-                    or not q.min_offset <= pos.pulled <= q.max_offset
-                    or q.max_offset > VALUE_MAX):
-                rows.append(nothing)
-                ok.append(False)
-                continue
-            generation = pos.generation
-            rows.append((pos.committed, pos.pulled, generation,
-                         client_code.get(pos.last_client, _NO_CLIENT), pos.last_pull_ts,
-                         pos.last_active_ts, timeout, q.max_offset))
-            ok.append(True)
-            gens = pos.client_generations
-            if gens and min(gens.values()) != generation:  # rare: after a reset or delete
+        for i in np.nonzero(ok)[0].tolist():
+            gens = positions[i].client_generations  # type: ignore[union-attr]
+            if gens and min(gens.values()) != values[i, 2]:  # rare: after a reset or delete
+                generation = values[i, 2]
                 stale += [i * span + client_code[c] + 1 for c, g in gens.items()
                           if g != generation and c in client_code]
-        table = np.array(rows, np.int64).reshape(len(rows), 8)
-        out: dict[str, Any] = {name: table[:, j] for j, name in enumerate(
-            ("committed", "pulled", "generation", "last_client", "last_pull_ts", "last_active",
-             "timeout", "max"))}
-        out["ok"] = np.array(ok, bool)
-        out["stale_clients"] = np.asarray(stale, np.int64)
-        return out
+        return {"committed": committed, "pulled": pulled, "generation": values[:, 2],
+                "last_client": values[:, 3], "last_pull_ts": values[:, 4],
+                "last_active": values[:, 5], "timeout": timeouts[self.g_codes[first_row]],
+                "max": qb[:, 2], "ok": ok, "stale_clients": np.asarray(stale, np.int64)}
 
     # ---------------------------------------------------------------- effects
     def write_back(self) -> int:
@@ -661,19 +746,21 @@ class _Pacer:
             self.rows = max(self.rows // 2, min(self.MIN, self.most))
 
 
-def apply_table(ledger: Ledger, table: pa.Table | pa.RecordBatch,
-                batch_commands: int) -> Iterator[list[dict[str, Any]]]:
+def apply_table(ledger: Ledger, table: pa.Table | pa.RecordBatch, batch_commands: int,
+                as_arrow: bool = False) -> Iterator[Any]:
     """Apply a command table a batch at a time; yield the results of each appended batch, one
-    per line, once its events are durable."""
+    per line, once its events are durable: a list of dicts, or with `as_arrow` a table of
+    RESULT_SCHEMA."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     pacer = _Pacer(batch_commands)
     for start in range(0, table.num_rows, batch_commands):
-        yield from _apply_batch(ledger, table.slice(start, batch_commands), start + 1, pacer)
+        yield from _apply_batch(ledger, table.slice(start, batch_commands), start + 1, pacer,
+                                as_arrow)
 
 
-def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int,
-                 pacer: _Pacer) -> Iterator[list[dict[str, Any]]]:
+def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
+                 as_arrow: bool) -> Iterator[Any]:
     n = batch.num_rows
     if "op" in batch.column_names:
         ops = _one_array(batch.column("op"))
@@ -695,14 +782,14 @@ def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int,
         if op is None:
             break
         if op == "reset" and any(p.events.num_rows for p in pending):
-            yield _flush(ledger, pending)  # a reset plans against the log: durable first
+            yield _flush(ledger, pending, as_arrow)  # a reset plans against the log: durable first
             pending = []
         pending.append(_per_command(ledger, batch.slice(row, 1), line_base + row))
         lo = row + 1
-    yield _flush(ledger, pending)
+    yield _flush(ledger, pending, as_arrow)
 
 
-def _flush(ledger: Ledger, runs: list[RunOutput]) -> list[dict[str, Any]]:
+def _flush(ledger: Ledger, runs: list[RunOutput], as_arrow: bool) -> Any:
     """Append the runs' events as one batch; then their results, with seqs."""
     tables = [r.events for r in runs if r.events.num_rows]
     first = ledger.log.next_seq
@@ -711,6 +798,12 @@ def _flush(ledger: Ledger, runs: list[RunOutput]) -> list[dict[str, Any]]:
         seqs = pa.array(np.arange(first, first + events.num_rows, dtype=np.int64))
         batch = events.set_column(0, EVENT_SCHEMA.field("seq"), seqs).to_batches()[0]
         first = ledger._append_batch(batch)
+    if as_arrow:
+        tables = []
+        for run in runs:
+            tables.append(run.result_table(first))
+            first += run.events.num_rows
+        return pa.concat_tables(tables) if tables else RESULT_SCHEMA.empty_table()
     out: list[dict[str, Any]] = []
     for run in runs:
         out += run.final_results(first)

@@ -431,6 +431,20 @@ class Ledger:
                 apply_table(self, commands, self.settings.apply_column_batch_commands))
         return self._apply_dicts(commands)
 
+    def apply_arrow(self, commands: pa.Table | pa.RecordBatch) -> pa.Table:
+        """`apply` for bulk loads: Arrow commands in, Arrow results out (ledger.columnar's
+        RESULT_SCHEMA, one row per line, in line order), returned once every event is durable.
+        The same events and results as `apply`, without a Python dict per line."""
+        from ledger.columnar import RESULT_SCHEMA, apply_table
+
+        self._check_writable()
+        if not isinstance(commands, pa.Table | pa.RecordBatch):
+            raise InvalidInput(f"apply_arrow takes a pyarrow Table or RecordBatch, not "
+                               f"{type(commands).__name__}")
+        parts = list(apply_table(self, commands, self.settings.apply_column_batch_commands,
+                                 as_arrow=True))
+        return pa.concat_tables(parts) if parts else RESULT_SCHEMA.empty_table()
+
     def _apply_dicts(self, commands: Iterable[Any]) -> Iterator[dict[str, Any]]:
         from ledger.commands import fast_command, run_command
 

@@ -196,3 +196,30 @@ def test_random_streams_fold_the_same_column_wise(tmp_path_factory, stream, batc
     assert by_dict[0] == by_column[0]
     assert by_dict[1].equals(by_column[1]), _first_difference(by_dict[1], by_column[1])
     assert by_dict[2:] == by_column[2:]
+
+
+def test_apply_arrow_returns_the_same_results_as_a_table(tmp_path):
+    from ledger.columnar import RESULT_SCHEMA, results_table
+
+    table = commands_table(20_000, seed=6, groups=6, topics=2, queues=3)
+    dicts = _run(tmp_path / "dicts", _as_dicts(table))
+    with Ledger.open(tmp_path / "arrow", clock=FakeClock(), segment_events_max=5_000) as led:
+        got = led.apply_arrow(table)
+        log = led.log.read()
+    assert got.schema == RESULT_SCHEMA
+    assert got.equals(results_table(dicts[0]))
+    assert log.equals(dicts[1])
+    assert got.column("line").to_pylist() == list(range(1, table.num_rows + 1))
+    seqs = [s for s in got.column("seq").to_pylist() if s is not None]
+    assert seqs == sorted(seqs) and seqs[-1] == log.num_rows - 1
+    # other fields of a line's result (a queue's bounds here) are kept in `detail`
+    appends = got.filter(pa.compute.equal(got.column("op"), "queue_append"))
+    assert appends.num_rows > 0
+    assert all('"max_offset"' in d for d in appends.column("detail").to_pylist())
+
+
+def test_apply_arrow_refuses_dicts(tmp_path):
+    from ledger import InvalidInput
+
+    with Ledger.open(tmp_path, clock=FakeClock()) as led, pytest.raises(InvalidInput, match="list"):
+        led.apply_arrow([{"op": "pull"}])  # type: ignore[arg-type]
