@@ -33,6 +33,8 @@ per-command path as a whole; replays and live streams have non-decreasing ts.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import attrgetter
@@ -557,10 +559,11 @@ class _VectorRun:
                & (qb[:, 1] <= pulled) & (pulled <= qb[:, 2]) & (qb[:, 2] <= VALUE_MAX))
         stale: list[int] = []
         span = len(self.c_values) + 2
+        generations = values[:, 2].tolist()
         for i in np.nonzero(ok)[0].tolist():
             gens = positions[i].client_generations  # type: ignore[union-attr]
-            if gens and min(gens.values()) != values[i, 2]:  # rare: after a reset or delete
-                generation = values[i, 2]
+            generation = generations[i]
+            if gens and min(gens.values()) != generation:  # rare: after a reset or delete
                 stale += [i * span + client_code[c] + 1 for c, g in gens.items()
                           if g != generation and c in client_code]
         return {"committed": committed, "pulled": pulled, "generation": values[:, 2],
@@ -755,8 +758,25 @@ def apply_table(ledger: Ledger, table: pa.Table | pa.RecordBatch, batch_commands
         table = pa.Table.from_batches([table])
     pacer = _Pacer(batch_commands)
     for start in range(0, table.num_rows, batch_commands):
-        yield from _apply_batch(ledger, table.slice(start, batch_commands), start + 1, pacer,
-                                as_arrow)
+        with _collector_paused():
+            parts = list(_apply_batch(ledger, table.slice(start, batch_commands), start + 1,
+                                      pacer, as_arrow))
+        yield from parts
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a batch folds: the fold allocates many short-lived
+    tuples and lists, and each collection would walk every Position of the state (about 7% of
+    the time of a 1M-command bench run). Nothing here makes reference cycles; the collector
+    runs again as soon as the batch is done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
