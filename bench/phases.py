@@ -173,11 +173,12 @@ def phase_prepare(cfg: dict) -> dict:
 
 
 def phase_apply(cfg: dict) -> dict:
-    """One repeat: Ledger.apply (durability always) over the whole stream as Arrow tables (the
-    column-wise path), pausing the clock at each history size of `scaling` to time
-    state_at(T at 90% of the history so far); then lookups, the group history, and bytes per
-    event after rolling the active segment. The first repeat also times the same stream as
-    decoded dicts (the per-command path `offset-ledger apply` takes)."""
+    """One repeat: Ledger.apply_arrow (durability always) over the whole stream as Arrow tables
+    (the column-wise path, results as a table), pausing the clock at each history size of
+    `scaling` to time state_at(T at 90% of the history so far); then lookups, the group history,
+    and bytes per event after rolling the active segment. The first repeat also times
+    `Ledger.apply` on the same tables (a result dict per line) and on decoded dicts (the
+    per-command path `offset-ledger apply` takes)."""
     from ledger import Ledger
 
     path = Path(cfg["commands_file"])
@@ -205,10 +206,9 @@ def phase_apply(cfg: dict) -> dict:
     state_rows = None
     for _lo, hi_n, cmds in arrow_chunks(path, chunk_bounds(n, cfg["apply_chunk"], scaling)):
         t = time.perf_counter()
-        for res in ledger.apply(cmds):
-            if "error" in res:
-                errors += 1
+        results = ledger.apply_arrow(cmds)
         elapsed += time.perf_counter() - t
+        errors += results.num_rows - results.column("error").null_count
         del cmds
         if hi_n in points:
             at, n_ev = points[hi_n]
@@ -260,7 +260,8 @@ def phase_apply(cfg: dict) -> dict:
     out["checkpoints"] = len(ledger.log.checkpoints())
     ledger.close()
     if cfg["repeat_index"] == 0:
-        out["dicts"] = _apply_dicts(cfg, path, n)
+        out["arrow_dict_results"] = _apply_other(cfg, path, n, dicts=False)
+        out["dicts"] = _apply_other(cfg, path, n, dicts=True)
     keep = Path(cfg["workdir"]) / "apply-final"
     if cfg["repeat_index"] == cfg["repeat"] - 1:
         shutil.rmtree(keep, ignore_errors=True)
@@ -270,15 +271,17 @@ def phase_apply(cfg: dict) -> dict:
     return out
 
 
-def _apply_dicts(cfg: dict, path: Path, n: int) -> dict:
-    """The same stream through Ledger.apply as decoded dicts, one line at a time."""
+def _apply_other(cfg: dict, path: Path, n: int, dicts: bool) -> dict:
+    """The same stream through `Ledger.apply`, yielding a result dict per line: as decoded dicts
+    (the per-command path `offset-ledger apply` takes) or as Arrow tables (column-wise)."""
     from ledger import Ledger
 
-    root = _fresh(Path(cfg["workdir"]) / "apply-dicts")
+    root = _fresh(Path(cfg["workdir"]) / "apply-other")
     ledger = Ledger.open(root, clock=FixedClock(), durability="always",
                          segment_events_max=cfg["segment_events_max"])
     elapsed, errors = 0.0, 0
-    for _lo, _hi, cmds in command_chunks(path, chunk_bounds(n, cfg["apply_chunk"], [])):
+    chunks = command_chunks if dicts else arrow_chunks
+    for _lo, _hi, cmds in chunks(path, chunk_bounds(n, cfg["apply_chunk"], [])):
         t = time.perf_counter()
         for res in ledger.apply(cmds):
             if "error" in res:

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from ledger.errors import InvalidInput
 from ledger.events import EVENT_SCHEMA, EventBuffer
 from ledger.limits import APPEND_COUNT_MAX, PULL_MAX, QUEUE_ID_MAX, TS_MAX, check_name
-from ledger.state import BROADCAST, GroupSettings
+from ledger.state import BROADCAST, GroupSettings, Position, State
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -300,9 +300,150 @@ def _compose_pull_maps(earlier: list[np.ndarray], later: list[np.ndarray]) -> li
     return [a1 + a2, np.maximum(b1 + a2, b2), np.minimum(np.maximum(c1 + a2, b2), c2)]
 
 
+# ----------------------------------------------------------------------------- resident keys
+class Resident:
+    """Positions of the keys that earlier runs of one apply call folded column-wise, kept as
+    columns: a run reads them instead of each key's Position, and they are written back to the
+    Positions only when something else is about to read those (a checkpoint or view flush, the
+    per-command path on the key, a barrier, the caller, the end of the call).
+
+    Exact because nothing else changes a resident key's position: a line on it that the vector
+    path does not fold first evicts the key (writing it back), and anything that may touch many
+    keys (a barrier, a run folded per command, new dictionaries) writes back and empties all.
+    Keys are ids over the call's unified dictionaries: (group code, topic code, queue id)."""
+
+    COLUMNS = ("committed", "pulled", "generation", "last_client", "last_pull_ts", "last_active")
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.dictionaries: tuple[list[Any], list[Any], list[Any]] | None = None
+        self._empty()
+
+    def _empty(self) -> None:
+        self.ids = np.zeros(0, np.int64)
+        self.columns = {name: np.zeros(0, np.int64) for name in self.COLUMNS}
+        self.dirty = np.zeros(0, bool)
+        self.positions: list[Position] = []
+        self.names: list[tuple[str, str, int]] = []
+        self.pulled_by: list[tuple[np.ndarray, np.ndarray]] = []  # (key ids, client codes)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def use(self, groups: list[Any], topics: list[Any], clients: list[Any]) -> None:
+        """The run's dictionaries; ids and client codes kept under others are written back."""
+        if self.dictionaries is not None and self.dictionaries != (groups, topics, clients):
+            self.clear()
+        self.dictionaries = (groups, topics, clients)
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Index of each id among the residents, -1 when not resident."""
+        if not len(self.ids):
+            return np.full(len(ids), -1, np.int64)
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.where(self.ids[at] == ids, at, -1)
+
+    def write_back(self, index: np.ndarray | None = None) -> None:
+        """Set the Positions of dirty residents (all, or those at `index`)."""
+        dirty = np.nonzero(self.dirty)[0] if index is None else index[self.dirty[index]]
+        if not len(dirty) and not self.pulled_by:
+            return
+        clients = self.dictionaries[2] if self.dictionaries is not None else []
+        c = self.columns
+        positions = self.positions
+        for i, committed, pulled, last_client, last_pull, last_active in zip(
+                dirty.tolist(), c["committed"][dirty].tolist(), c["pulled"][dirty].tolist(),
+                c["last_client"][dirty].tolist(), c["last_pull_ts"][dirty].tolist(),
+                c["last_active"][dirty].tolist(), strict=True):
+            pos = positions[i]
+            pos.committed, pos.pulled, pos.last_pull_ts = committed, pulled, last_pull
+            pos.last_active_ts = pos.last_update_ts = last_active
+            if last_client >= 0:
+                pos.last_client = clients[last_client]
+        self.state.dirty_keys.update([self.names[i] for i in dirty.tolist()])
+        self.dirty[dirty] = False
+        # every client that pulled a key holds the key's generation
+        if self.pulled_by:
+            ids = np.concatenate([k for k, _ in self.pulled_by])
+            codes = np.concatenate([c for _, c in self.pulled_by])
+            keep = np.ones(len(ids), bool) if index is None else np.isin(ids, self.ids[index])
+            span = len(clients) + 1
+            pairs = np.unique(self.lookup(ids[keep]) * span + codes[keep])
+            for i, code in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
+                pos = positions[i]
+                pos.client_generations[clients[code]] = pos.generation
+            self.pulled_by = [] if index is None else [(ids[~keep], codes[~keep])]
+
+    def evict(self, ids: np.ndarray) -> None:
+        """Write back and forget these keys (the per-command path is about to fold them)."""
+        index = self.lookup(np.unique(ids))
+        index = index[index >= 0]
+        if not len(index):
+            return
+        self.write_back(index)
+        keep = np.ones(len(self.ids), bool)
+        keep[index] = False
+        self._select(keep)
+
+    def evict_group(self, group: object) -> None:
+        """Write back and forget a group's keys (a barrier command on the group follows)."""
+        if self.dictionaries is None or not len(self.ids):
+            return
+        try:
+            code = self.dictionaries[0].index(group)
+        except ValueError:
+            return  # no key of that group is resident
+        n_topics = max(len(self.dictionaries[1]), 1)
+        self.evict(self.ids[self.ids // (QUEUE_ID_MAX + 1) // n_topics == code])
+
+    def clear(self) -> None:
+        self.write_back()
+        self._empty()
+
+    def _select(self, keep: np.ndarray) -> None:
+        at = np.nonzero(keep)[0].tolist()
+        self.ids = self.ids[keep]
+        self.columns = {name: col[keep] for name, col in self.columns.items()}
+        self.dirty = self.dirty[keep]
+        self.positions = [self.positions[i] for i in at]
+        self.names = [self.names[i] for i in at]
+
+    def store(self, ids: np.ndarray, values: dict[str, np.ndarray], dirty: np.ndarray,
+              new_positions: list[Position], new_names: list[tuple[str, str, int]],
+              new: np.ndarray) -> None:
+        """Residents after a run: `ids` (sorted, unique) with their values; `new` marks those
+        not resident before, whose Positions and names come in order in `new_*`."""
+        index = self.lookup(ids)
+        old = index >= 0
+        for name, col in self.columns.items():
+            col[index[old]] = values[name][old]
+        self.dirty[index[old]] |= dirty[old]
+        if not new.any():
+            return
+        merged = np.concatenate((self.ids, ids[new]))
+        order = np.argsort(merged, kind="stable")
+        self.ids = merged[order]
+        self.columns = {name: np.concatenate((col, values[name][new]))[order]
+                        for name, col in self.columns.items()}
+        self.dirty = np.concatenate((self.dirty, dirty[new]))[order]
+        positions = self.positions + new_positions
+        names = self.names + new_names
+        at = order.tolist()
+        self.positions = [positions[i] for i in at]
+        self.names = [names[i] for i in at]
+
+
 # ----------------------------------------------------------------------------- a run
-def fold_run(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
-    """Fold one run of lines (no barrier among them) into the ledger's state."""
+def fold_run(ledger: Ledger, batch: pa.Table, line_base: int,
+             resident: Resident | None = None) -> RunOutput:
+    """Fold one run of lines (no barrier among them) into the ledger's state. `resident` carries
+    column-wise positions from run to run (written back when this run is alone: None)."""
+    if resident is None:
+        resident = Resident(ledger.state)
+        try:
+            return fold_run(ledger, batch, line_base, resident)
+        finally:
+            resident.clear()
     state = ledger.state
     cols = _Columns(batch)
     n = cols.n
@@ -316,12 +457,14 @@ def fold_run(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
     ts, ts_ok, ts_present = cols.ints("ts", 0, TS_MAX)
     ts_col = batch.column("ts") if "ts" in batch.column_names else None
     if ts_col is not None and not pa.types.is_integer(ts_col.type) and ts_col.null_count < n:
+        resident.clear()
         return _per_command(ledger, batch, line_base)  # ISO strings: parsed per line
     clock = ledger.now_ms()
     times = np.where(ts_present, ts, clock)
     counted = ~ts_present | ts_ok  # an out-of-range ts fails its line: it sets no time
     seen = np.concatenate(([state.last_ts], times[counted]))
     if np.any(np.diff(seen) < 0):
+        resident.clear()
         return _per_command(ledger, batch, line_base)
     now = np.maximum(times, state.last_ts)
 
@@ -352,13 +495,16 @@ def fold_run(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
                      & (~count_present | count_ok) & (~store_present | store_ok))
     count = np.where(count_present, count, 1)
 
-    # ids: a queue is (topic code, queue id), a key (group code, queue)
-    q_span = int(qid.max()) + 1 if n else 1
-    queue_id_of = np.unique(t_codes.astype(np.int64) * q_span + qid, return_inverse=True)[1]
+    # ids: a queue is (topic code, queue id), a key (group code, queue); the same in every run
+    # of a call (its dictionaries are unified), so that residents keep them
+    q_span = QUEUE_ID_MAX + 1
     n_topics = max(len(t_values), 1)
-    key_id_of = (g_codes.astype(np.int64) * n_topics + t_codes) * q_span + qid
-    if len(g_values) * n_topics * q_span >= 2**62:  # ids would overflow: fold per command
+    if (len(g_values) + 1) * n_topics >= 2**31:  # ids would overflow: fold per command
+        resident.clear()
         return _per_command(ledger, batch, line_base)
+    queue_id_of = np.unique(t_codes.astype(np.int64) * q_span + qid, return_inverse=True)[1]
+    key_id_of = (g_codes.astype(np.int64) * n_topics + t_codes) * q_span + qid
+    resident.use(g_values, t_values, c_values)
 
     pinned_queues = np.unique(queue_id_of[(append & ~simple_append) | is_op("queue_truncate")])
     touched = (commit | pull) & ~hot  # decided per command: its key leaves the vector path
@@ -368,8 +514,12 @@ def fold_run(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
                       & ~np.isin(queue_id_of, pinned_queues))[0]
     vec = _VectorRun(ledger, rows, now, commit, offset, pull_max, c_codes, c_values, g_codes,
                      g_values, t_codes, t_values, qid, key_id_of, queue_id_of,
-                     np.nonzero(simple_append)[0], count)
+                     np.nonzero(simple_append)[0], count, resident)
     vec.fold()
+    # the keys the per-command path folds in this run leave the residents first
+    per_command = np.ones(n, bool)
+    per_command[vec.s[vec.keep]] = False
+    resident.evict(key_id_of[per_command & (commit | pull)])
     return _merge(ledger, batch, line_base, now, vec, ts_ok | ~ts_present)
 
 
@@ -404,8 +554,10 @@ class _VectorRun:
                  offset: np.ndarray, pull_max: np.ndarray, c_codes: np.ndarray,
                  c_values: list[Any], g_codes: np.ndarray, g_values: list[Any],
                  t_codes: np.ndarray, t_values: list[Any], qid: np.ndarray, key_id_of: np.ndarray,
-                 queue_id_of: np.ndarray, append_rows: np.ndarray, append_count: np.ndarray) -> None:
+                 queue_id_of: np.ndarray, append_rows: np.ndarray, append_count: np.ndarray,
+                 resident: Resident) -> None:
         self.ledger = ledger
+        self.resident = resident
         self.state = ledger.state
         self.rows = rows
         self.now_all = now
@@ -442,7 +594,7 @@ class _VectorRun:
         kid_all = self.key_id_of[rows]
         keys, first_index, kid = np.unique(kid_all, return_index=True, return_inverse=True)
         first_row = rows[first_index]  # a row of each key, to name the key
-        start = self._gather(first_row)
+        start = self._gather(first_row, self.resident.lookup(keys))
         ok_key = start["ok"]
         # rows sorted by key, then by line
         order = np.argsort(kid, kind="stable")  # rows are in line order already
@@ -509,12 +661,11 @@ class _VectorRun:
         self.accepted, self.c_before, self.c_after, self.event = accepted, c_before, c_after, event
         self.reason_invalid = is_commit & ~valid
         self.p, self.pulled, self.pulled_before, self.next_offset = p, pulled, pulled_before, next_offset
-        self.first_row = first_row
 
-    def _gather(self, first_row: np.ndarray) -> dict[str, Any]:
-        """Each key's position at the start of the run (ok: the key may fold column-wise).
-        Attributes are read by C loops (attrgetter) and checked as vectors: this runs once per
-        key and run, and was the largest Python cost of the path."""
+    def _gather(self, first_row: np.ndarray, hit: np.ndarray) -> dict[str, Any]:
+        """Each key's position at the start of the run (ok: the key may fold column-wise): from
+        the residents (`hit`: index, or -1), else from its Position, whose attributes are read
+        by C loops (attrgetter) and checked as vectors."""
         state = self.state
         n = len(first_row)
         client_code = {v: i for i, v in enumerate(self.c_values)}
@@ -526,20 +677,28 @@ class _VectorRun:
             clustering[i] = settings is None or settings.mode != BROADCAST
             timeouts[i] = default_timeout if settings is None else settings.client_timeout_ms
         # the queues' bounds, per queue of the run
-        queue_rows = first_row
-        q_ids = self.queue_id_of[queue_rows]
+        q_ids = self.queue_id_of[first_row]
         uq, uq_first, uq_of = np.unique(q_ids, return_index=True, return_inverse=True)
         bounds = []
-        for t, q in zip(self.t_codes[queue_rows[uq_first]].tolist(),
-                        self.qid[queue_rows[uq_first]].tolist(), strict=True):
+        for t, q in zip(self.t_codes[first_row[uq_first]].tolist(),
+                        self.qid[first_row[uq_first]].tolist(), strict=True):
             queue = state.queues.get((self.t_values[t], q))
             bounds.append((1, queue.min_offset, queue.max_offset) if queue is not None
                           else (0, 0, 0))
         qb = np.array(bounds, np.int64).reshape(len(bounds), 3)[uq_of]
-        names = self._names(first_row)
+
+        values = np.zeros((n, 6), np.int64)
+        ok = np.zeros(n, bool)
+        resident = self.resident
+        hits = np.nonzero(hit >= 0)[0]
+        for j, name in enumerate(Resident.COLUMNS):
+            values[hits, j] = resident.columns[name][hit[hits]]
+        ok[hits] = True
+        miss = np.nonzero(hit < 0)[0]
+        names = self._names(first_row[miss])
         get_pos = state.positions.get
-        self.positions = positions = [get_pos(key) for key in names]
-        known = np.fromiter((p is not None for p in positions), bool, n)
+        positions = [get_pos(key) for key in names]
+        known = np.fromiter((p is not None for p in positions), bool, len(miss))
         at = np.nonzero(known)[0]
         present = [positions[i] for i in at.tolist()]
         fields = np.array(list(map(_POSITION_FIELDS, present)), dtype=object).reshape(len(at), 8)
@@ -548,24 +707,30 @@ class _VectorRun:
         flags = fields[:, 6].astype(bool) | fields[:, 7].astype(bool)  # pending or expired
         as_int = np.where((committed_null | pulled_null)[:, None], 0, fields[:, :6])
         as_int[:, 3] = 0
-        values = np.zeros((n, 6), np.int64)
-        values[at] = as_int.astype(np.int64)
-        values[at, 3] = [client_code.get(c, _NO_CLIENT) for c in fields[:, 3].tolist()]
-        ok = np.zeros(n, bool)
-        ok[at] = ~committed_null & ~pulled_null & ~flags
+        rows = miss[at]
+        values[rows] = as_int.astype(np.int64)
+        values[rows, 3] = [client_code.get(c, _NO_CLIENT) for c in fields[:, 3].tolist()]
+        ok[rows] = ~committed_null & ~pulled_null & ~flags
         committed, pulled = values[:, 0], values[:, 1]
         ok &= ((qb[:, 0] == 1) & clustering[self.g_codes[first_row]] & (values[:, 5] >= 0)
                & (qb[:, 1] <= committed) & (committed <= qb[:, 2])
                & (qb[:, 1] <= pulled) & (pulled <= qb[:, 2]) & (qb[:, 2] <= VALUE_MAX))
+        # keys with clients of an older generation (rare: after a reset or delete) never reside
         stale: list[int] = []
         span = len(self.c_values) + 2
         generations = values[:, 2].tolist()
-        for i in np.nonzero(ok)[0].tolist():
-            gens = positions[i].client_generations  # type: ignore[union-attr]
+        residable = np.zeros(n, bool)
+        residable[miss] = True
+        for j in np.nonzero(ok[miss])[0].tolist():
+            gens = positions[j].client_generations  # type: ignore[union-attr]
+            i = int(miss[j])
             generation = generations[i]
-            if gens and min(gens.values()) != generation:  # rare: after a reset or delete
+            if gens and min(gens.values()) != generation:
+                residable[i] = False
                 stale += [i * span + client_code[c] + 1 for c, g in gens.items()
                           if g != generation and c in client_code]
+        self.miss, self.miss_positions, self.miss_names = miss, positions, names
+        self.residable, self.hit = residable, hit
         return {"committed": committed, "pulled": pulled, "generation": values[:, 2],
                 "last_client": values[:, 3], "last_pull_ts": values[:, 4],
                 "last_active": values[:, 5], "timeout": timeouts[self.g_codes[first_row]],
@@ -573,48 +738,72 @@ class _VectorRun:
 
     # ---------------------------------------------------------------- effects
     def write_back(self) -> int:
-        """Set the final position of every key folded here; returns the events written."""
+        """Record the final position of every key folded here among the residents (their
+        Positions are set later, when something reads them); returns the events written."""
         state = self.state
         keep, k = self.keep, self.k
         ev = keep & self.event
-        if not ev.any():
+        n_keys = len(self.keys)
+        ok = self.ok_key
+        # each key's last row, its last event row and its last pull row (sorted order)
+        last_row = np.full(n_keys, -1, np.int64)
+        if len(k):
+            ends = np.nonzero(np.r_[k[1:] != k[:-1], True])[0]
+            last_row[k[ends]] = ends
+        evk = k[ev]
+        any_event = np.zeros(n_keys, bool)
+        any_event[evk] = True
+        p = self.p[keep[self.p]]
+        pk = k[p]
+        last_pull = np.full(n_keys, -1, np.int64)
+        pull_index = np.full(n_keys, -1, np.int64)
+        if len(pk):
+            ends = np.nonzero(np.r_[pk[1:] != pk[:-1], True])[0]
+            last_pull[pk[ends]] = p[ends]
+            position_in_p = np.searchsorted(self.p, p[ends])
+            pull_index[pk[ends]] = position_in_p
+        start = self.start
+        if not n_keys:
             return 0
-        rows_k = k[ev]
-        last = np.r_[rows_k[1:] != rows_k[:-1], True]
-        key_rows = np.nonzero(ev)[0][last]  # each key's last event row (sorted order)
-        final_k = k[key_rows]
-        final_now = self.now[key_rows].tolist()
-        # committed after the key's last row (a refused commit after it changes nothing)
-        c_final = self.c_after[key_rows].tolist()
-        pkeep = keep[self.p]
-        pk = k[self.p][pkeep]
-        plast = np.r_[pk[1:] != pk[:-1], True] if len(pk) else np.zeros(0, bool)
-        pull_rows = self.p[pkeep][plast]
-        pulls_of = dict(zip(k[pull_rows].tolist(), zip(
-            self.pulled[pkeep][plast].tolist(), self.client[pull_rows].tolist(),
-            self.now[pull_rows].tolist(), strict=True), strict=True))
-        positions = self.positions
-        c_values = self.c_values
-        final_keys = final_k.tolist()
-        for i, key_index in enumerate(final_keys):
-            pos = positions[key_index]
-            pos.committed = c_final[i]
-            pos.last_active_ts = pos.last_update_ts = final_now[i]
-            pulled = pulls_of.get(key_index)
-            if pulled is not None:
-                pos.pulled, client, pos.last_pull_ts = pulled
-                pos.last_client = c_values[client]
-        # every client that pulled a key now holds the key's generation
-        span = len(c_values) + 1
-        pairs = np.unique(k[self.p][pkeep] * span + self.client[self.p][pkeep])
-        for key_index, client in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
-            pos = positions[key_index]
-            pos.client_generations[c_values[client]] = pos.generation
-        state.dirty_keys.update(self._names(self.first_row[final_k]))
+        committed = np.where(ok, self.c_after[np.maximum(last_row, 0)], start["committed"])
+        values = {name: start[name] for name in Resident.COLUMNS}
+        values["committed"] = committed
+        if len(pk):
+            has_pull = last_pull >= 0
+            lp = np.maximum(last_pull, 0)
+            values["pulled"] = np.where(has_pull, self.pulled[np.maximum(pull_index, 0)],
+                                        start["pulled"])
+            values["last_client"] = np.where(has_pull, self.client[lp], start["last_client"])
+            values["last_pull_ts"] = np.where(has_pull, self.now[lp], start["last_pull_ts"])
+        values["last_active"] = np.where(any_event, self.now_last_event(any_event),
+                                         start["last_active"])
+        new = ok & (self.hit < 0)
+        miss_slot = np.full(n_keys, -1, np.int64)
+        miss_slot[self.miss] = np.arange(len(self.miss))
+        new_slots = miss_slot[np.nonzero(new)[0]].tolist()
+        self.resident.store(
+            self.keys[ok], {name: v[ok] for name, v in values.items()}, any_event[ok],
+            [self.miss_positions[j] for j in new_slots],  # type: ignore[misc]
+            [self.miss_names[j] for j in new_slots], new[ok])
+        if len(pk):
+            self.resident.pulled_by.append((self.keys[pk], self.client[p]))
+        # keys with clients of an older generation do not stay: written back at once
+        self.resident.evict(self.keys[new & ~self.residable])
         n_events = int(ev.sum())
         state.events_applied += n_events
-        state.last_ts = max(state.last_ts, int(self.now[ev].max()))
+        if n_events:
+            state.last_ts = max(state.last_ts, int(self.now[ev].max()))
         return n_events
+
+    def now_last_event(self, any_event: np.ndarray) -> np.ndarray:
+        """Per key: the time of its last event in this run (0 where it has none)."""
+        ev = self.keep & self.event
+        evk = self.k[ev]
+        out = np.zeros(len(self.keys), np.int64)
+        if len(evk):
+            ends = np.nonzero(np.r_[evk[1:] != evk[:-1], True])[0]
+            out[evk[ends]] = self.now[ev][ends]
+        return out
 
     def _names(self, rows: np.ndarray) -> list[tuple[str, str, int]]:
         gv, tv = self.g_values, self.t_values
@@ -756,12 +945,38 @@ def apply_table(ledger: Ledger, table: pa.Table | pa.RecordBatch, batch_commands
     RESULT_SCHEMA."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
+    table = _unified(table)
     pacer = _Pacer(batch_commands)
-    for start in range(0, table.num_rows, batch_commands):
-        with _collector_paused():
-            parts = list(_apply_batch(ledger, table.slice(start, batch_commands), start + 1,
-                                      pacer, as_arrow))
-        yield from parts
+    resident = Resident(ledger.state)
+    try:
+        for start in range(0, table.num_rows, batch_commands):
+            with _collector_paused():
+                parts = list(_apply_batch(ledger, table.slice(start, batch_commands), start + 1,
+                                          pacer, as_arrow, resident))
+                if not as_arrow:
+                    resident.write_back()  # the caller may read the state between batches
+            yield from parts
+    finally:
+        resident.clear()
+
+
+def _unified(table: pa.Table) -> pa.Table:
+    """Name columns dictionary-encoded over the whole table, so that every slice has the same
+    codes (resident keys are ids over them)."""
+    for name in ("group", "topic", "client"):
+        if name not in table.column_names:
+            continue
+        col = table.column(name)
+        if not pa.types.is_dictionary(col.type):
+            if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+                continue
+            col = pc.dictionary_encode(col.combine_chunks())
+            col = pa.chunked_array([col])
+        elif col.num_chunks > 1:
+            col = col.unify_dictionaries()
+            col = pa.chunked_array([col.combine_chunks()])
+        table = table.set_column(table.column_names.index(name), name, col)
+    return table
 
 
 @contextlib.contextmanager
@@ -780,7 +995,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
-                 as_arrow: bool) -> Iterator[Any]:
+                 as_arrow: bool, resident: Resident) -> Iterator[Any]:
     n = batch.num_rows
     if "op" in batch.column_names:
         ops = _one_array(batch.column("op"))
@@ -795,21 +1010,25 @@ def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
     for row, op in zip([*barriers.tolist(), n], [*barrier_ops, None], strict=True):
         while lo < row:
             size = min(pacer.rows, row - lo)
-            run = fold_run(ledger, batch.slice(lo, size), line_base + lo)
+            run = fold_run(ledger, batch.slice(lo, size), line_base + lo, resident)
             pacer.after(run)
             pending.append(run)
             lo += size
         if op is None:
             break
+        # a barrier reads and changes its group's keys (and settings, read by every run)
+        resident.evict_group(batch.column("group")[row].as_py()
+                             if "group" in batch.column_names else None)
         if op == "reset" and any(p.events.num_rows for p in pending):
-            yield _flush(ledger, pending, as_arrow)  # a reset plans against the log: durable first
+            # a reset plans against the log: durable first
+            yield _flush(ledger, pending, as_arrow, resident)
             pending = []
         pending.append(_per_command(ledger, batch.slice(row, 1), line_base + row))
         lo = row + 1
-    yield _flush(ledger, pending, as_arrow)
+    yield _flush(ledger, pending, as_arrow, resident)
 
 
-def _flush(ledger: Ledger, runs: list[RunOutput], as_arrow: bool) -> Any:
+def _flush(ledger: Ledger, runs: list[RunOutput], as_arrow: bool, resident: Resident) -> Any:
     """Append the runs' events as one batch; then their results, with seqs."""
     tables = [r.events for r in runs if r.events.num_rows]
     first = ledger.log.next_seq
@@ -817,7 +1036,7 @@ def _flush(ledger: Ledger, runs: list[RunOutput], as_arrow: bool) -> Any:
         events = pa.concat_tables(tables).combine_chunks()
         seqs = pa.array(np.arange(first, first + events.num_rows, dtype=np.int64))
         batch = events.set_column(0, EVENT_SCHEMA.field("seq"), seqs).to_batches()[0]
-        first = ledger._append_batch(batch)
+        first = ledger._append_batch(batch, before_derived=resident.write_back)
     if as_arrow:
         tables = []
         for run in runs:

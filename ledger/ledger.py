@@ -201,8 +201,11 @@ class Ledger:
             return self.log.next_seq
         return self._append_batch(events.to_record_batch(self.log.next_seq))
 
-    def _append_batch(self, batch: pa.RecordBatch) -> int:
-        """`_append` for events already in Arrow form, numbered from the log's next seq."""
+    def _append_batch(self, batch: pa.RecordBatch,
+                      before_derived: Callable[[], None] | None = None) -> int:
+        """`_append` for events already in Arrow form, numbered from the log's next seq.
+        `before_derived` runs before a checkpoint or view flush reads the state (the column
+        path writes its deferred positions back then)."""
         if batch.num_rows == 0:
             return self.log.next_seq
         try:
@@ -217,14 +220,17 @@ class Ledger:
         # the next seal or interval checkpoints again, and touched rows stay dirty until a
         # flush succeeds (every read flushes first, and reports the error then).
         cps = self.log.checkpoints()
+        checkpoint = result.sealed or (self.log.next_seq - (cps[-1] if cps else 0)
+                                       >= self.settings.checkpoint_interval_events)
+        self._batches_since_flush += 1
+        flush = (self._batches_since_flush >= self.settings.view_flush_batches
+                 or (time.monotonic() - self._last_flush) * 1000 >= self.settings.view_flush_ms)
+        if (checkpoint or flush) and before_derived is not None:
+            before_derived()
         try:
-            if result.sealed or (self.log.next_seq - (cps[-1] if cps else 0)
-                                 >= self.settings.checkpoint_interval_events):
+            if checkpoint:
                 self._checkpoint()
-            self._batches_since_flush += 1
-            if (self._batches_since_flush >= self.settings.view_flush_batches
-                    or (time.monotonic() - self._last_flush) * 1000
-                    >= self.settings.view_flush_ms):
+            if flush:
                 self.flush_view()
         except (StorageError, OSError, duckdb.Error) as e:
             logger.warning("derived data not written after a durable append (retried later): %s", e)
