@@ -38,6 +38,13 @@ cp_modes AS (
     SELECT consumer_group, json_extract_string(detail, '$.mode') AS mode
     FROM cp WHERE "row" = 'group'
 ),
+maybe_broadcast AS (
+    -- groups in broadcast mode at the checkpoint or set to it in the range; every other group
+    -- clusters throughout, and its events need no mode lookup (the bulk of them)
+    SELECT consumer_group FROM cp_modes WHERE mode = 'broadcast'
+    UNION SELECT consumer_group FROM ev
+    WHERE kind = 'group_config' AND json_extract_string(detail, '$.mode') = 'broadcast'
+),
 ev_modes AS (
     -- each event is read in the mode its group had when it was appended, as the fold does
     SELECT e.*, last_value(
@@ -46,7 +53,7 @@ ev_modes AS (
                IGNORE NULLS) OVER (
                PARTITION BY e.consumer_group ORDER BY e.seq
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS mode_then
-    FROM ev e
+    FROM ev e WHERE e.consumer_group IN (SELECT consumer_group FROM maybe_broadcast)
 ),
 pos_ev AS MATERIALIZED (
     SELECT e.* EXCLUDE (mode_then),
@@ -54,6 +61,10 @@ pos_ev AS MATERIALIZED (
                 THEN e.client_id END AS ckey
     FROM ev_modes e LEFT JOIN cp_modes c USING (consumer_group)
     WHERE e.topic IS NOT NULL AND e.kind <> 'group_config'
+    UNION ALL
+    SELECT e.*, NULL::VARCHAR AS ckey FROM ev e
+    WHERE e.topic IS NOT NULL AND e.kind <> 'group_config'
+      AND e.consumer_group NOT IN (SELECT consumer_group FROM maybe_broadcast)
 ),
 setting AS (
     SELECT consumer_group, topic, queue_id, ckey, "offset" AS committed, generation, seq
@@ -104,20 +115,17 @@ base AS (
     SELECT consumer_group, topic, queue_id, s.committed AS committed, s.generation AS generation
     FROM latest WHERE ckey IS NULL
 ),
-keys AS (
-    SELECT consumer_group, topic, queue_id FROM base
-    UNION SELECT consumer_group, topic, queue_id FROM broadcast
+final AS (
+    SELECT consumer_group, topic, queue_id,
+           CASE WHEN m.mode = 'broadcast' THEN coalesce(b.live_committed, base.committed)
+                ELSE base.committed END AS committed_offset,
+           CAST(coalesce(base.generation, b.generation, 0) AS INTEGER) AS generation
+    FROM base FULL OUTER JOIN broadcast b USING (consumer_group, topic, queue_id)
+    LEFT JOIN modes m USING (consumer_group)
 )
-SELECT k.consumer_group, k.topic, k.queue_id,
-       CASE WHEN m.mode = 'broadcast' THEN coalesce(b.live_committed, base.committed)
-            ELSE base.committed END AS committed_offset,
-       CAST(coalesce(base.generation, b.generation, 0) AS INTEGER) AS generation
-FROM keys k
-LEFT JOIN base USING (consumer_group, topic, queue_id)
-LEFT JOIN broadcast b USING (consumer_group, topic, queue_id)
-LEFT JOIN modes m USING (consumer_group)
+SELECT * FROM final
 WHERE committed_offset IS NOT NULL {group_filter}
-ORDER BY k.consumer_group, k.topic, k.queue_id
+ORDER BY consumer_group, topic, queue_id
 """
 
 EMPTY_CHECKPOINT = (
@@ -138,7 +146,7 @@ def state_at_sql(
 ) -> str:
     """The state-at query for events [seq_from, seq_to) over `checkpoint` (state at seq_from)."""
     cp = f"read_parquet({quote(str(checkpoint))})" if checkpoint is not None else EMPTY_CHECKPOINT
-    group_filter = f"AND k.consumer_group = {quote(group)}" if group is not None else ""
+    group_filter = f"AND consumer_group = {quote(group)}" if group is not None else ""
     return STATE_AT_SQL.format(
         checkpoint=cp, source=source, seq_from=int(seq_from), seq_to=int(seq_to),
         at_ts=int(at_ts), group_filter=group_filter,
