@@ -486,7 +486,7 @@ def phase_reset(cfg: dict) -> dict:
 
 def phase_compaction(cfg: dict) -> dict:
     """Spark local[2] compaction of the apply phase's sealed segments (bytes per event after it,
-    events/s), next to a DuckDB COPY of the same rows sorted the same way (a reference)."""
+    events/s), next to a DuckDB COPY of the same rows in the same order (a reference)."""
     import duckdb
 
     from spark_compaction.compaction import SORT_KEYS, compact_root
@@ -525,7 +525,10 @@ def phase_compaction(cfg: dict) -> dict:
     con = duckdb.connect()
     con.execute("SET threads = 2")
     dst = Path(cfg["workdir"]) / "duckdb-copy.parquet"
-    order = ", ".join(SORT_KEYS)
+    # the reference sorts as the compaction did (its default order: seq)
+    orders = {run.get("order") for r in out["runs"] for run in r} - {None}
+    order = ", ".join(SORT_KEYS) if orders == {"key"} else "seq"
+    out["order"] = "key" if orders == {"key"} else "seq"
     sql = (f"COPY (SELECT * FROM read_parquet({paths!r}) ORDER BY {order}) TO '{dst}' "
            "(FORMAT parquet, COMPRESSION zstd)")
     times, _ = timed(lambda: con.execute(sql), k)

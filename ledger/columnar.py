@@ -58,6 +58,7 @@ BARRIER_OPS = frozenset({"reset", "group_set", "group_delete"})
 #: Offsets handled by vectors stay below this, so sums of offsets and pull sizes fit int64.
 VALUE_MAX = 2**60
 _NO_CLIENT = -2  # a last client that no line of the run names
+_POLICIES = {"latest": 1, "earliest": 2}  # initial policies a new key may take column-wise
 _POSITION_FIELDS = attrgetter("committed", "pulled", "generation", "last_client", "last_pull_ts",
                               "last_active_ts", "pending", "expired")
 
@@ -608,6 +609,14 @@ class _VectorRun:
         off = self.offset_all[s]
         max_at = self._max_offset_at(s, start["max"][k])
         ok_key &= np.bincount(k, max_at > VALUE_MAX, len(keys)) == 0 if len(k) else ok_key
+        fresh = start["fresh"]
+        if fresh.any():  # the initial offset, taken at the key's first line (a pull)
+            at_first = np.zeros(len(keys), np.int64)
+            at_first[k[first]] = np.nonzero(first)[0]
+            initial = np.where(start["latest"], max_at[at_first], start["min"])
+            for name in ("committed", "pulled"):
+                start[name] = np.where(fresh, initial, start[name])
+            start["last_active"] = np.where(fresh, now[at_first], start["last_active"])
 
         # committed: running maximum of the commits not above MaxOffset
         c0 = start["committed"][k]
@@ -669,13 +678,14 @@ class _VectorRun:
         state = self.state
         n = len(first_row)
         client_code = {v: i for i, v in enumerate(self.c_values)}
-        default_timeout = GroupSettings().client_timeout_ms
         timeouts = np.zeros(max(len(self.g_values), 1), np.int64)
         clustering = np.zeros(max(len(self.g_values), 1), bool)
+        policy = np.zeros(max(len(self.g_values), 1), np.int8)  # 1 latest, 2 earliest, 0 other
         for i, name in enumerate(self.g_values):
-            settings = state.groups.get(name)
-            clustering[i] = settings is None or settings.mode != BROADCAST
-            timeouts[i] = default_timeout if settings is None else settings.client_timeout_ms
+            settings = state.groups.get(name) or GroupSettings()
+            clustering[i] = settings.mode != BROADCAST
+            timeouts[i] = settings.client_timeout_ms
+            policy[i] = _POLICIES.get(settings.initial, 0)
         # the queues' bounds, per queue of the run
         q_ids = self.queue_id_of[first_row]
         uq, uq_first, uq_of = np.unique(q_ids, return_index=True, return_inverse=True)
@@ -711,17 +721,26 @@ class _VectorRun:
         values[rows] = as_int.astype(np.int64)
         values[rows, 3] = [client_code.get(c, _NO_CLIENT) for c in fields[:, 3].tolist()]
         ok[rows] = ~committed_null & ~pulled_null & ~flags
+        # a new key whose first line is a pull starts at its group's initial policy (latest or
+        # earliest): its offsets are set in `fold`, where MaxOffset at that line is known
+        key_policy = policy[self.g_codes[first_row]]
+        fresh = np.zeros(n, bool)
+        fresh[miss[~known]] = True
+        fresh &= (key_policy > 0) & ~self.commit_all[first_row]
+        values[fresh, 3] = _NO_CLIENT
+        values[fresh, 4] = -1
         committed, pulled = values[:, 0], values[:, 1]
-        ok &= ((qb[:, 0] == 1) & clustering[self.g_codes[first_row]] & (values[:, 5] >= 0)
-               & (qb[:, 1] <= committed) & (committed <= qb[:, 2])
-               & (qb[:, 1] <= pulled) & (pulled <= qb[:, 2]) & (qb[:, 2] <= VALUE_MAX))
+        bounds_ok = ((qb[:, 1] <= committed) & (committed <= qb[:, 2])
+                     & (qb[:, 1] <= pulled) & (pulled <= qb[:, 2]) & (values[:, 5] >= 0))
+        ok = ((ok & bounds_ok) | fresh) & (
+            (qb[:, 0] == 1) & clustering[self.g_codes[first_row]] & (qb[:, 2] <= VALUE_MAX))
         # keys with clients of an older generation (rare: after a reset or delete) never reside
         stale: list[int] = []
         span = len(self.c_values) + 2
         generations = values[:, 2].tolist()
         residable = np.zeros(n, bool)
         residable[miss] = True
-        for j in np.nonzero(ok[miss])[0].tolist():
+        for j in np.nonzero(ok[miss] & known)[0].tolist():
             gens = positions[j].client_generations  # type: ignore[union-attr]
             i = int(miss[j])
             generation = generations[i]
@@ -734,7 +753,8 @@ class _VectorRun:
         return {"committed": committed, "pulled": pulled, "generation": values[:, 2],
                 "last_client": values[:, 3], "last_pull_ts": values[:, 4],
                 "last_active": values[:, 5], "timeout": timeouts[self.g_codes[first_row]],
-                "max": qb[:, 2], "ok": ok, "stale_clients": np.asarray(stale, np.int64)}
+                "max": qb[:, 2], "min": qb[:, 1], "ok": ok, "fresh": fresh & ok,
+                "latest": key_policy == 1, "stale_clients": np.asarray(stale, np.int64)}
 
     # ---------------------------------------------------------------- effects
     def write_back(self) -> int:
@@ -781,6 +801,9 @@ class _VectorRun:
         miss_slot = np.full(n_keys, -1, np.int64)
         miss_slot[self.miss] = np.arange(len(self.miss))
         new_slots = miss_slot[np.nonzero(new)[0]].tolist()
+        fresh = start["fresh"] & ok
+        for j in miss_slot[np.nonzero(fresh)[0]].tolist():  # new keys: their Position now
+            self.miss_positions[j] = state.positions[self.miss_names[j]] = Position()
         self.resident.store(
             self.keys[ok], {name: v[ok] for name, v in values.items()}, any_event[ok],
             [self.miss_positions[j] for j in new_slots],  # type: ignore[misc]
@@ -789,7 +812,7 @@ class _VectorRun:
             self.resident.pulled_by.append((self.keys[pk], self.client[p]))
         # keys with clients of an older generation do not stay: written back at once
         self.resident.evict(self.keys[new & ~self.residable])
-        n_events = int(ev.sum())
+        n_events = int(ev.sum()) + int(fresh.sum())  # an `initial` event per new key
         state.events_applied += n_events
         if n_events:
             state.last_ts = max(state.last_ts, int(self.now[ev].max()))
@@ -864,7 +887,8 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
     vec_events = _vector_events(vec, ev_rows, is_commit[event], np.where(is_commit, off, pulled)[event],
                                 generation[event], client[event], next_offset[event],
                                 redeliver[event])
-    assert vec_events.num_rows == n_vec_events
+    init_rows, init_events = _initial_events(vec)
+    assert vec_events.num_rows + init_events.num_rows == n_vec_events
     vector = VectorResults(
         rows=s, is_pull=is_pull, accepted=is_commit & accepted,
         invalid=vec.reason_invalid[keep],
@@ -872,8 +896,9 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
         generation=generation, count=pulled - next_offset)
 
     slow_table = pa.Table.from_batches([buf.to_record_batch(0)])
-    events = pa.concat_tables([slow_table, vec_events])
-    event_line = np.concatenate((np.asarray(slow_event_line, np.int64), ev_rows))
+    events = pa.concat_tables([slow_table, init_events, vec_events])
+    # a line's `initial` event comes before its pull: the stable sort keeps this order
+    event_line = np.concatenate((np.asarray(slow_event_line, np.int64), init_rows, ev_rows))
     order = np.argsort(event_line, kind="stable")
     events = events.take(pa.array(order, pa.int64()))
     sorted_lines = event_line[order]
@@ -882,6 +907,37 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
         ends = np.nonzero(np.r_[sorted_lines[1:] != sorted_lines[:-1], True])[0]
         last_event[sorted_lines[ends]] = ends
     return RunOutput(events, results, last_event, line_base, vector)
+
+
+def _initial_events(vec: _VectorRun) -> tuple[np.ndarray, pa.Table]:
+    """The `initial` event of each new key, at its first line (a pull): (lines, events)."""
+    fresh = np.nonzero(vec.start["fresh"] & vec.ok_key)[0]
+    first = np.nonzero(np.r_[True, vec.k[1:] != vec.k[:-1]] if len(vec.k) else np.zeros(0, bool))[0]
+    at = np.zeros(len(vec.keys), np.int64)
+    at[vec.k[first]] = first
+    rows = vec.s[at[fresh]]
+    n = len(rows)
+    details = pa.array(["policy earliest", "policy latest"], pa.string())
+    arrays = [
+        pa.array(np.zeros(n, np.int64)),
+        pa.array(vec.now_all[rows], pa.int64()),
+        pa.array(["initial"] * n, pa.string()),
+        _names_array(vec.g_values, vec.g_codes[rows]),
+        _names_array(vec.t_values, vec.t_codes[rows]),
+        pa.array(vec.qid[rows], pa.int32()),
+        pa.array(vec.start["committed"][fresh], pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.array(np.zeros(n, np.int32), pa.int32()),
+        _names_array(vec.c_values, vec.c_codes[rows]),
+        pa.nulls(n, pa.string()),
+        pa.nulls(n, pa.int64()),
+        details.take(pa.array(vec.start["latest"][fresh].astype(np.int8))),
+    ]
+    return rows, pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
+
+
+def _names_array(values: list[Any], codes: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
 
 
 _KINDS = pa.array(["commit", "pull"], pa.string())
@@ -893,8 +949,7 @@ def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, off
                    redeliver: np.ndarray) -> pa.Table:
     n = len(rows)
 
-    def names(values: list[Any], codes: np.ndarray) -> pa.Array:
-        return pa.array(values, pa.string()).take(pa.array(codes, pa.int64(), mask=codes < 0))
+    names = _names_array
 
     detail: list[str | None] = [None] * n
     for i in np.nonzero(redeliver)[0].tolist():

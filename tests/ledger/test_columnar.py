@@ -24,6 +24,7 @@ SCHEMA = pa.schema([
     ("max", pa.int64()), ("count", pa.int64()), ("min_offset", pa.int64()),
     ("generation", pa.int64()), ("to_offset", pa.int64()), ("shift_by", pa.int64()),
     ("execute", pa.bool_()), ("mode", pa.string()), ("client_timeout", pa.string()),
+    ("initial", pa.string()),
     ("ts", pa.int64()),
 ])
 
@@ -164,9 +165,11 @@ line = st.one_of(
     st.builds(lambda g, s: {"op": "reset", "group": g, "topic": "t", "execute": True, **s},
               st.sampled_from(GROUPS),
               st.sampled_from([{"to_offset": 5}, {"shift_by": -10}, {"to_latest": True}])),
-    st.builds(lambda g, m, t: {"op": "group_set", "group": g, "mode": m, "client_timeout": t},
+    st.builds(lambda g, m, t, i: {"op": "group_set", "group": g, "mode": m, "client_timeout": t,
+                                  "initial": i},
               st.sampled_from(GROUPS), st.sampled_from(["clustering", "broadcast"]),
-              st.sampled_from(["PT1S", "PT2M"])),
+              st.sampled_from(["PT1S", "PT2M"]),
+              st.sampled_from(["latest", "earliest", f"timestamp:{T0 + 5_000}"])),
     st.just({"op": "group_delete", "group": "g3"}),
     st.builds(lambda k: {"op": "pull", "group": k[0], "topic": "t", "queue_id": k[1],
                          "client": "c1", "max": 0}, key),  # malformed: max 0
@@ -264,3 +267,54 @@ def test_state_between_yielded_batches_is_current(tmp_path):
                 assert led.snapshot() == snapshot_rows(folded, led.now_ms())
                 checked += 1
         assert checked == 20_000 // 1_500
+
+
+def test_first_pulls_of_new_keys_fold_column_wise_with_their_initial_event(tmp_path, monkeypatch):
+    """A new key's first pull writes `initial` (policy latest: MaxOffset at that line; earliest:
+    MinOffset) then the pull, as the per-command path does."""
+    setup = [
+        *[{"op": "group_set", "group": f"early-{i}", "initial": "earliest", "ts": T0}
+          for i in (1, 3, 5)],
+        {"op": "queue_append", "topic": "t", "queue_id": 0, "count": 50, "ts": T0},
+        {"op": "queue_append", "topic": "t", "queue_id": 1, "count": 70, "ts": T0},
+        {"op": "queue_truncate", "topic": "t", "queue_id": 1, "min_offset": 20, "ts": T0},
+    ]
+    lines = []
+    for i, group in enumerate(["late", "early"] * 3):
+        q = i % 2
+        lines += [
+            {"op": "queue_append", "topic": "t", "queue_id": q, "count": 5, "ts": T0 + 10 * i},
+            {"op": "pull", "group": f"{group}-{i}", "topic": "t", "queue_id": q, "client": "c",
+             "max": 8, "ts": T0 + 10 * i + 1},
+            {"op": "commit", "group": f"{group}-{i}", "topic": "t", "queue_id": q, "client": "c",
+             "offset": 1_000, "ts": T0 + 10 * i + 2},  # above MaxOffset: refused
+            {"op": "pull", "group": f"{group}-{i}", "topic": "t", "queue_id": q, "client": "c",
+             "max": 8, "ts": T0 + 10 * i + 3},
+        ]
+    results = []
+    for name, how in (("dicts", "dicts"), ("columns", "columns")):
+        folded = []
+        real = columnar.fold_run
+
+        def counting(*args, folded=folded, real=real):
+            run = real(*args)
+            folded.append(run.vector_rows)
+            return run
+
+        monkeypatch.setattr(columnar, "fold_run", counting)
+        with Ledger.open(tmp_path / name, clock=FakeClock()) as led:
+            list(led.apply(_as_dicts(pa.Table.from_pylist(setup, schema=SCHEMA))))
+            table = pa.Table.from_pylist(lines, schema=SCHEMA)
+            out = list(led.apply(_as_dicts(table) if how == "dicts" else table))
+            results.append((out, led.log.read(), led.snapshot()))
+        monkeypatch.undo()
+        if how == "columns":
+            assert sum(folded) == 18  # every pull and commit
+    (a_out, a_log, a_snap), (b_out, b_log, b_snap) = results
+    assert a_out == b_out and a_snap == b_snap
+    assert a_log.equals(b_log), _first_difference(a_log, b_log)
+    initial = b_log.filter(pa.compute.equal(b_log.column("kind"), "initial")).to_pylist()
+    assert [(e["consumer_group"], e["offset"], e["detail"]) for e in initial] == [
+        ("late-0", 55, "policy latest"), ("early-1", 20, "policy earliest"),
+        ("late-2", 60, "policy latest"), ("early-3", 20, "policy earliest"),
+        ("late-4", 65, "policy latest"), ("early-5", 20, "policy earliest")]
