@@ -875,10 +875,15 @@ def ndjson_commands(stream: Iterable[bytes], on_batch_boundary: Callable[[], Non
 def apply(
     ctx: typer.Context,
     file: str = typer.Argument("-", metavar="[FILE | -]",
-                               help="NDJSON commands, one per line (- or none: stdin)."),
+                               help="NDJSON commands, one per line (- or none: stdin); or a "
+                                    "Parquet file (*.parquet) with a column per field, null = "
+                                    "absent, which folds column-wise."),
     as_json: bool = json_opt(),
 ) -> None:
     """Apply NDJSON commands in batches; one JSON result per input line on stdout, always."""
+    if file != "-" and file.endswith(".parquet"):
+        _apply_parquet(ctx, Path(file), as_json)
+        return
     if file == "-":
         stream: Any = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin
         total = None
@@ -913,6 +918,34 @@ def apply(
             stream.close()
     if not as_json:
         note(f"applied {counts['lines']} line(s), {counts['errors']} with an error")
+
+
+def _apply_parquet(ctx: typer.Context, path: Path, as_json: bool) -> None:
+    """`apply` of a Parquet command table: the column-wise path, results as JSON lines."""
+    import msgspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise InvalidInput(f"apply file {str(path)!r} does not exist")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise InvalidInput(f"unreadable Parquet file {str(path)!r}: {str(e).splitlines()[0]}") from None
+    encode = msgspec.json.Encoder(enc_hook=_json_default).encode
+    out = sys.stdout
+    lines = errors = 0
+    with progress_bar("apply", table.num_rows, not as_json) as advance, open_writer(ctx) as led:
+        for result in led.apply(table):
+            out.write(encode(result).decode() + "\n")
+            lines += 1
+            errors += "error" in result
+            if lines % 4096 == 0:
+                advance(4096)
+                out.flush()
+        out.flush()
+    if not as_json:
+        note(f"applied {lines} line(s), {errors} with an error")
 
 
 # ---------------------------------------------------------------------- maintenance

@@ -617,6 +617,9 @@ class _VectorRun:
             for name in ("committed", "pulled"):
                 start[name] = np.where(fresh, initial, start[name])
             start["last_active"] = np.where(fresh, now[at_first], start["last_active"])
+            # a queue this run creates must have its first messages before the key's first line
+            # (before them the per-command path checks no MaxOffset for commits)
+            ok_key &= ~(fresh & (start["exists"] == 0) & (max_at[at_first] == 0))
 
         # committed: running maximum of the commits not above MaxOffset
         c0 = start["committed"][k]
@@ -732,8 +735,9 @@ class _VectorRun:
         committed, pulled = values[:, 0], values[:, 1]
         bounds_ok = ((qb[:, 1] <= committed) & (committed <= qb[:, 2])
                      & (qb[:, 1] <= pulled) & (pulled <= qb[:, 2]) & (values[:, 5] >= 0))
-        ok = ((ok & bounds_ok) | fresh) & (
-            (qb[:, 0] == 1) & clustering[self.g_codes[first_row]] & (qb[:, 2] <= VALUE_MAX))
+        # (a new key's queue may be created by this run: `fold` checks it exists by then)
+        ok = ((ok & bounds_ok & (qb[:, 0] == 1)) | fresh) & (
+            clustering[self.g_codes[first_row]] & (qb[:, 2] <= VALUE_MAX))
         # keys with clients of an older generation (rare: after a reset or delete) never reside
         stale: list[int] = []
         span = len(self.c_values) + 2
@@ -753,7 +757,8 @@ class _VectorRun:
         return {"committed": committed, "pulled": pulled, "generation": values[:, 2],
                 "last_client": values[:, 3], "last_pull_ts": values[:, 4],
                 "last_active": values[:, 5], "timeout": timeouts[self.g_codes[first_row]],
-                "max": qb[:, 2], "min": qb[:, 1], "ok": ok, "fresh": fresh & ok,
+                "max": qb[:, 2], "min": qb[:, 1], "exists": qb[:, 0], "ok": ok,
+                "fresh": fresh & ok,
                 "latest": key_policy == 1, "stale_clients": np.asarray(stale, np.int64)}
 
     # ---------------------------------------------------------------- effects
@@ -980,10 +985,11 @@ class _Pacer:
     otherwise off the vector path (their later rows in the same run go per command too)."""
 
     MIN = 4096
+    START = 32_768
 
     def __init__(self, most: int) -> None:
         self.most = max(most, 1)
-        self.rows = min(self.MIN, self.most)
+        self.rows = min(self.START, self.most)
 
     def after(self, run: RunOutput) -> None:
         share = run.vector_rows / max(len(run.results), 1)

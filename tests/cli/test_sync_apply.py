@@ -163,3 +163,28 @@ def test_apply_of_a_missing_file_is_exit_2(committed: Cli) -> None:
     before = committed.events()
     assert_error(committed("apply", "/nonexistent/cmds.ndjson"), 2, "/nonexistent/cmds.ndjson")
     assert committed.events() == before
+
+
+def test_apply_of_a_parquet_table_prints_what_the_ndjson_form_prints(tmp_path: Path) -> None:
+    """The same commands as NDJSON and as a Parquet table (column-wise): the same results."""
+    import pyarrow.parquet as pq
+
+    from bench.workload import commands_table
+
+    table = commands_table(3_000, seed=11, groups=4, topics=2, queues=2)
+    lines = [{k: v for k, v in row.items() if v is not None} for row in table.to_pylist()]
+    pq.write_table(table, tmp_path / "cmds.parquet")
+    ndjson = _write(tmp_path, "cmds.ndjson", "".join(json.dumps(x) + "\n" for x in lines))
+    by_lines = Cli(tmp_path / "a")("apply", ndjson)
+    by_table = Cli(tmp_path / "b")("apply", str(tmp_path / "cmds.parquet"))
+    assert by_lines.exit_code == by_table.exit_code == 0, by_table.stderr
+    assert by_table.stdout == by_lines.stdout
+    assert len(by_table.stdout.splitlines()) == 3_000
+    assert "applied 3000 line(s)" in by_table.stderr
+
+
+def test_apply_of_an_unreadable_parquet_file_is_exit_2(committed: Cli, tmp_path: Path) -> None:
+    before = committed.events()
+    bad = _write(tmp_path, "cmds.parquet", "not parquet at all\n")
+    assert_error(committed("apply", bad), 2, "unreadable Parquet file", "cmds.parquet")
+    assert committed.events() == before
