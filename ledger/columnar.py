@@ -1068,24 +1068,35 @@ def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
         barriers, barrier_ops = np.zeros(0, np.int64), []
     pending: list[RunOutput] = []
     lo = 0
-    for row, op in zip([*barriers.tolist(), n], [*barrier_ops, None], strict=True):
+    rows, ops = barriers.tolist(), barrier_ops
+    i = 0
+    while True:
+        row = rows[i] if i < len(rows) else n
         while lo < row:
             size = min(pacer.rows, row - lo)
             run = fold_run(ledger, batch.slice(lo, size), line_base + lo, resident)
             pacer.after(run)
             pending.append(run)
             lo += size
-        if op is None:
+        if i == len(rows):
             break
+        # adjacent group_set/group_delete lines run together (a reset alone: it reads the log)
+        j = i + 1
+        if ops[i] != "reset":
+            while j < len(rows) and rows[j] == rows[j - 1] + 1 and ops[j] != "reset":
+                j += 1
         # a barrier reads and changes its group's keys (and settings, read by every run)
-        resident.evict_group(batch.column("group")[row].as_py()
-                             if "group" in batch.column_names else None)
-        if op == "reset" and any(p.events.num_rows for p in pending):
+        groups = batch.column("group").slice(row, j - i).to_pylist() \
+            if "group" in batch.column_names else [None]
+        for group in groups:
+            resident.evict_group(group)
+        if ops[i] == "reset" and any(p.events.num_rows for p in pending):
             # a reset plans against the log: durable first
             yield _flush(ledger, pending, as_arrow, resident)
             pending = []
-        pending.append(_per_command(ledger, batch.slice(row, 1), line_base + row))
-        lo = row + 1
+        pending.append(_per_command(ledger, batch.slice(row, j - i), line_base + row))
+        lo = row + (j - i)
+        i = j
     yield _flush(ledger, pending, as_arrow, resident)
 
 
