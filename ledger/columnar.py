@@ -19,12 +19,17 @@ all in the common case folds independently of every other key:
   form x -> min(max(x + a, b), c) compose into the same form, so the pulled offset after every
   pull is a prefix composition, computed per key by doubling in log2(pulls per key) steps.
 
-A key leaves the vector path for the whole run (its rows go to the per-command fold, in order)
-when anything outside that case could happen: no committed or pulled offset yet, a pending
-reset or expiry, broadcast mode, a value beyond what int64 arithmetic keeps exact, a gap longer
-than offset retention, a commit by a client of an older generation, or a command on the key or
-its queue that the vector path does not decide (a malformed line, an explicit generation, a
-truncation).
+A new key whose first line is a pull starts column-wise too: its `initial` event takes the
+group's policy (latest: MaxOffset at that line; earliest: MinOffset). A key leaves the vector
+path for the whole run (its rows go to the per-command fold, in order) when anything outside
+that case could happen: a new key whose first line is a commit or whose policy is a timestamp,
+no committed or pulled offset, a pending reset or expiry, broadcast mode, a value beyond what
+int64 arithmetic keeps exact, a gap longer than offset retention, a commit by a client of an
+older generation, or a line on the key or its queue that the vector path does not decide (a
+malformed line, an explicit generation, a truncation).
+
+Keys folded column-wise stay resident as columns from run to run (`Resident`) and reach their
+Positions only when something else reads them.
 
 The ledger time of a line is max(its ts, the last event's ts). When the run's ts column is not
 non-decreasing, that depends on which earlier lines wrote events, so such a run takes the
@@ -53,7 +58,8 @@ from ledger.state import BROADCAST, GroupSettings, Position, State
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
-#: Ops that read or change state beyond one key or queue: each runs alone, in order.
+#: Ops that read or change a whole group (or, for reset, the log): they run per command, in
+#: order, between the runs they split.
 BARRIER_OPS = frozenset({"reset", "group_set", "group_delete"})
 #: Offsets handled by vectors stay below this, so sums of offsets and pull sizes fit int64.
 VALUE_MAX = 2**60
@@ -875,7 +881,6 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
     c_before = vec.c_before[keep]
     client = vec.client[keep]
     # pulled offsets of the kept pull rows, aligned to the kept rows
-    pkeep = keep[vec.p]
     pull_pos = np.full(len(vec.s), -1, np.int64)
     pull_pos[vec.p] = np.arange(len(vec.p))
     ppos = pull_pos[np.nonzero(keep)[0]]
@@ -886,7 +891,6 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
     next_offset[is_pull] = vec.next_offset[ppos[is_pull]]
     redeliver = np.zeros(len(s), bool)
     redeliver[is_pull] = next_offset[is_pull] < vec.pulled_before[ppos[is_pull]]
-    del pkeep
 
     ev_rows = s[event]
     vec_events = _vector_events(vec, ev_rows, is_commit[event], np.where(is_commit, off, pulled)[event],
