@@ -41,19 +41,19 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ledger.apply_results import RESULT_SCHEMA, RunOutput, VectorResults
 from ledger.errors import InvalidInput
 from ledger.events import EVENT_SCHEMA, EventBuffer
 from ledger.limits import APPEND_COUNT_MAX, PULL_MAX, QUEUE_ID_MAX, TS_MAX, check_name
-from ledger.state import BROADCAST, GroupSettings, Position, State
+from ledger.resident import Resident
+from ledger.state import BROADCAST, GroupSettings, Position
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -67,149 +67,6 @@ _NO_CLIENT = -2  # a last client that no line of the run names
 _POLICIES = {"latest": 1, "earliest": 2}  # initial policies a new key may take column-wise
 _POSITION_FIELDS = attrgetter("committed", "pulled", "generation", "last_client", "last_pull_ts",
                               "last_active_ts", "pending", "expired")
-
-#: Results of an Arrow apply, one row per line; `detail` holds any other field of the line's
-#: result as JSON (a queue's bounds, a reset's plan, a group's settings).
-RESULT_SCHEMA: pa.Schema = pa.schema([
-    pa.field("line", pa.int64(), nullable=False),
-    pa.field("op", pa.string()),
-    pa.field("seq", pa.int64()),
-    pa.field("error", pa.string()),
-    pa.field("accepted", pa.bool_()),
-    pa.field("reason", pa.string()),
-    pa.field("offset", pa.int64()),
-    pa.field("next_offset", pa.int64()),
-    pa.field("generation", pa.int64()),
-    pa.field("count", pa.int64()),
-    pa.field("detail", pa.string()),
-])
-_RESULT_FIELDS = frozenset(RESULT_SCHEMA.names)
-_INT_FIELDS = ("seq", "offset", "next_offset", "generation", "count")
-_encode_json = msgspec.json.Encoder().encode
-
-
-def results_table(results: list[dict[str, Any]]) -> pa.Table:
-    """Result dicts (the per-command form) as RESULT_SCHEMA rows."""
-    columns: dict[str, list[Any]] = {name: [r.get(name) for r in results]
-                                     for name in RESULT_SCHEMA.names[:-1]}
-    columns["op"] = [op if op is None or type(op) is str else str(op) for op in columns["op"]]
-    columns["detail"] = [
-        None if _RESULT_FIELDS.issuperset(r) else
-        _encode_json({k: v for k, v in r.items() if k not in _RESULT_FIELDS}).decode()
-        for r in results]
-    return pa.Table.from_pydict(columns, schema=RESULT_SCHEMA)
-
-
-@dataclass
-class VectorResults:
-    """Results of the lines folded column-wise, as columns: dicts are built once seqs are known."""
-
-    rows: np.ndarray  # line index in the run
-    is_pull: np.ndarray
-    accepted: np.ndarray
-    invalid: np.ndarray
-    offset: np.ndarray  # commit: the offset, or the committed offset when refused; pull: next
-    generation: np.ndarray
-    count: np.ndarray
-
-
-@dataclass
-class RunOutput:
-    """A folded run: its events (EVENT_SCHEMA, seq not yet assigned) and one result per line
-    (None where `vector` holds it), with the index of the line's last event in `events` (-1:
-    none)."""
-
-    events: pa.Table
-    results: list[dict[str, Any] | None]
-    last_event: np.ndarray
-    line_base: int
-    vector: VectorResults | None = None
-
-    @property
-    def vector_rows(self) -> int:
-        return 0 if self.vector is None else len(self.vector.rows)
-
-    def final_results(self, first_seq: int) -> list[dict[str, Any]]:
-        """Every line's result, with `seq` (its last event's) once the events are durable."""
-        results = self.results
-        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
-        v = self.vector
-        if v is None:
-            per_command = range(len(results))
-        else:
-            per_command = np.nonzero(seqs >= 0)[0]
-            per_command = per_command[np.isin(per_command, v.rows, invert=True)].tolist()
-        seq_list = seqs.tolist()
-        for row in per_command:
-            result = results[row]
-            if seq_list[row] >= 0 and "error" not in result:  # type: ignore[operator]
-                result["seq"] = seq_list[row]  # type: ignore[index]
-        if v is not None:
-            self._fill_vector(v, seqs)
-        return results  # type: ignore[return-value]
-
-    def result_table(self, first_seq: int) -> pa.Table:
-        """`final_results` as RESULT_SCHEMA columns, without a dict per line folded column-wise."""
-        v = self.vector
-        if v is None:
-            return results_table(self.final_results(first_seq))
-        n = len(self.results)
-        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
-        per_command = np.ones(n, bool)
-        per_command[v.rows] = False
-        rows = np.nonzero(per_command)[0]
-        for row, seq in zip(rows.tolist(), seqs[rows].tolist(), strict=True):
-            result = self.results[row]
-            if seq >= 0 and "error" not in result:  # type: ignore[operator]
-                result["seq"] = seq  # type: ignore[index]
-        slow = results_table([self.results[i] for i in rows.tolist()])  # type: ignore[misc]
-        refused = ~v.is_pull & ~v.accepted
-        reason = np.where(v.invalid, 1, 2)
-        reasons = pa.array([None, "invalid", "stale"], pa.string())
-        errors = pa.array([None, "commit refused: invalid", "commit refused: stale"], pa.string())
-        code = pa.array(np.where(refused, reason, 0).astype(np.int8))
-        pull, commit = v.is_pull, ~v.is_pull
-        fast = pa.table([
-            pa.array(v.rows + self.line_base, pa.int64()),
-            pa.array(["commit", "pull"], pa.string()).take(pa.array(pull.astype(np.int8))),
-            pa.array(seqs[v.rows], pa.int64(), mask=refused),
-            errors.take(code),
-            pa.array(v.accepted, pa.bool_(), mask=pull),
-            reasons.take(code),
-            pa.array(v.offset, pa.int64(), mask=pull),
-            pa.array(v.offset, pa.int64(), mask=commit),
-            pa.array(v.generation, pa.int64(), mask=commit),
-            pa.array(v.count, pa.int64(), mask=commit),
-            pa.nulls(len(v.rows), pa.string()),
-        ], schema=RESULT_SCHEMA)
-        table = pa.concat_tables([slow, fast])
-        order = np.argsort(np.concatenate((rows, v.rows)), kind="stable")
-        return table.take(pa.array(order, pa.int64()))
-
-    def _fill_vector(self, v: VectorResults, seqs: np.ndarray) -> None:
-        results, base = self.results, self.line_base
-        p = v.is_pull
-        rows = v.rows[p]
-        for row, line, nxt, gen, cnt, seq in zip(
-                rows.tolist(), (rows + base).tolist(), v.offset[p].tolist(),
-                v.generation[p].tolist(), v.count[p].tolist(), seqs[rows].tolist(), strict=True):
-            results[row] = {"line": line, "op": "pull", "next_offset": nxt, "generation": gen,
-                            "count": cnt, "seq": seq}
-        a = v.accepted
-        rows = v.rows[a]
-        for row, line, off, seq in zip(rows.tolist(), (rows + base).tolist(),
-                                       v.offset[a].tolist(), seqs[rows].tolist(), strict=True):
-            results[row] = {"line": line, "op": "commit", "accepted": True, "reason": None,
-                            "offset": off, "seq": seq}
-        refused = ~p & ~a
-        rows = v.rows[refused]
-        for row, line, off, bad in zip(rows.tolist(), (rows + base).tolist(),
-                                       v.offset[refused].tolist(), v.invalid[refused].tolist(),
-                                       strict=True):
-            reason = "invalid" if bad else "stale"
-            results[row] = {"line": line, "op": "commit", "accepted": False, "reason": reason,
-                            "offset": off, "error": f"commit refused: {reason}"}
-
 
 # ----------------------------------------------------------------------------- columns
 class _Columns:
@@ -305,139 +162,6 @@ def _compose_pull_maps(earlier: list[np.ndarray], later: list[np.ndarray]) -> li
     a1, b1, c1 = earlier
     a2, b2, c2 = later
     return [a1 + a2, np.maximum(b1 + a2, b2), np.minimum(np.maximum(c1 + a2, b2), c2)]
-
-
-# ----------------------------------------------------------------------------- resident keys
-class Resident:
-    """Positions of the keys that earlier runs of one apply call folded column-wise, kept as
-    columns: a run reads them instead of each key's Position, and they are written back to the
-    Positions only when something else is about to read those (a checkpoint or view flush, the
-    per-command path on the key, a barrier, the caller, the end of the call).
-
-    Exact because nothing else changes a resident key's position: a line on it that the vector
-    path does not fold first evicts the key (writing it back), and anything that may touch many
-    keys (a barrier, a run folded per command, new dictionaries) writes back and empties all.
-    Keys are ids over the call's unified dictionaries: (group code, topic code, queue id)."""
-
-    COLUMNS = ("committed", "pulled", "generation", "last_client", "last_pull_ts", "last_active")
-
-    def __init__(self, state: State) -> None:
-        self.state = state
-        self.dictionaries: tuple[list[Any], list[Any], list[Any]] | None = None
-        self._empty()
-
-    def _empty(self) -> None:
-        self.ids = np.zeros(0, np.int64)
-        self.columns = {name: np.zeros(0, np.int64) for name in self.COLUMNS}
-        self.dirty = np.zeros(0, bool)
-        self.positions: list[Position] = []
-        self.names: list[tuple[str, str, int]] = []
-        self.pulled_by: list[tuple[np.ndarray, np.ndarray]] = []  # (key ids, client codes)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def use(self, groups: list[Any], topics: list[Any], clients: list[Any]) -> None:
-        """The run's dictionaries; ids and client codes kept under others are written back."""
-        if self.dictionaries is not None and self.dictionaries != (groups, topics, clients):
-            self.clear()
-        self.dictionaries = (groups, topics, clients)
-
-    def lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Index of each id among the residents, -1 when not resident."""
-        if not len(self.ids):
-            return np.full(len(ids), -1, np.int64)
-        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return np.where(self.ids[at] == ids, at, -1)
-
-    def write_back(self, index: np.ndarray | None = None) -> None:
-        """Set the Positions of dirty residents (all, or those at `index`)."""
-        dirty = np.nonzero(self.dirty)[0] if index is None else index[self.dirty[index]]
-        if not len(dirty) and not self.pulled_by:
-            return
-        clients = self.dictionaries[2] if self.dictionaries is not None else []
-        c = self.columns
-        positions = self.positions
-        for i, committed, pulled, last_client, last_pull, last_active in zip(
-                dirty.tolist(), c["committed"][dirty].tolist(), c["pulled"][dirty].tolist(),
-                c["last_client"][dirty].tolist(), c["last_pull_ts"][dirty].tolist(),
-                c["last_active"][dirty].tolist(), strict=True):
-            pos = positions[i]
-            pos.committed, pos.pulled, pos.last_pull_ts = committed, pulled, last_pull
-            pos.last_active_ts = pos.last_update_ts = last_active
-            if last_client >= 0:
-                pos.last_client = clients[last_client]
-        self.state.dirty_keys.update([self.names[i] for i in dirty.tolist()])
-        self.dirty[dirty] = False
-        # every client that pulled a key holds the key's generation
-        if self.pulled_by:
-            ids = np.concatenate([k for k, _ in self.pulled_by])
-            codes = np.concatenate([c for _, c in self.pulled_by])
-            keep = np.ones(len(ids), bool) if index is None else np.isin(ids, self.ids[index])
-            span = len(clients) + 1
-            pairs = np.unique(self.lookup(ids[keep]) * span + codes[keep])
-            for i, code in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
-                pos = positions[i]
-                pos.client_generations[clients[code]] = pos.generation
-            self.pulled_by = [] if index is None else [(ids[~keep], codes[~keep])]
-
-    def evict(self, ids: np.ndarray) -> None:
-        """Write back and forget these keys (the per-command path is about to fold them)."""
-        index = self.lookup(np.unique(ids))
-        index = index[index >= 0]
-        if not len(index):
-            return
-        self.write_back(index)
-        keep = np.ones(len(self.ids), bool)
-        keep[index] = False
-        self._select(keep)
-
-    def evict_group(self, group: object) -> None:
-        """Write back and forget a group's keys (a barrier command on the group follows)."""
-        if self.dictionaries is None or not len(self.ids):
-            return
-        try:
-            code = self.dictionaries[0].index(group)
-        except ValueError:
-            return  # no key of that group is resident
-        n_topics = max(len(self.dictionaries[1]), 1)
-        self.evict(self.ids[self.ids // (QUEUE_ID_MAX + 1) // n_topics == code])
-
-    def clear(self) -> None:
-        self.write_back()
-        self._empty()
-
-    def _select(self, keep: np.ndarray) -> None:
-        at = np.nonzero(keep)[0].tolist()
-        self.ids = self.ids[keep]
-        self.columns = {name: col[keep] for name, col in self.columns.items()}
-        self.dirty = self.dirty[keep]
-        self.positions = [self.positions[i] for i in at]
-        self.names = [self.names[i] for i in at]
-
-    def store(self, ids: np.ndarray, values: dict[str, np.ndarray], dirty: np.ndarray,
-              new_positions: list[Position], new_names: list[tuple[str, str, int]],
-              new: np.ndarray) -> None:
-        """Residents after a run: `ids` (sorted, unique) with their values; `new` marks those
-        not resident before, whose Positions and names come in order in `new_*`."""
-        index = self.lookup(ids)
-        old = index >= 0
-        for name, col in self.columns.items():
-            col[index[old]] = values[name][old]
-        self.dirty[index[old]] |= dirty[old]
-        if not new.any():
-            return
-        merged = np.concatenate((self.ids, ids[new]))
-        order = np.argsort(merged, kind="stable")
-        self.ids = merged[order]
-        self.columns = {name: np.concatenate((col, values[name][new]))[order]
-                        for name, col in self.columns.items()}
-        self.dirty = np.concatenate((self.dirty, dirty[new]))[order]
-        positions = self.positions + new_positions
-        names = self.names + new_names
-        at = order.tolist()
-        self.positions = [positions[i] for i in at]
-        self.names = [names[i] for i in at]
 
 
 # ----------------------------------------------------------------------------- a run

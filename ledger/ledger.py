@@ -441,7 +441,8 @@ class Ledger:
         """`apply` for bulk loads: Arrow commands in, Arrow results out (ledger.columnar's
         RESULT_SCHEMA, one row per line, in line order), returned once every event is durable.
         The same events and results as `apply`, without a Python dict per line."""
-        from ledger.columnar import RESULT_SCHEMA, apply_table
+        from ledger.apply_results import RESULT_SCHEMA
+        from ledger.columnar import apply_table
 
         self._check_writable()
         if not isinstance(commands, pa.Table | pa.RecordBatch):

@@ -203,7 +203,7 @@ def test_random_streams_fold_the_same_column_wise(tmp_path_factory, stream, batc
 
 
 def test_apply_arrow_returns_the_same_results_as_a_table(tmp_path):
-    from ledger.columnar import RESULT_SCHEMA, results_table
+    from ledger.apply_results import RESULT_SCHEMA, results_table
 
     table = commands_table(20_000, seed=6, groups=6, topics=2, queues=3)
     dicts = _run(tmp_path / "dicts", _as_dicts(table))

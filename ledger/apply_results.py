@@ -1,0 +1,152 @@
+"""Results of a column-wise apply: per-line dicts (the `apply` contract) or one Arrow table
+(`apply_arrow`), built from a run's per-command results and its column-wise ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+#: Results of an Arrow apply, one row per line; `detail` holds any other field of the line's
+#: result as JSON (a queue's bounds, a reset's plan, a group's settings).
+RESULT_SCHEMA: pa.Schema = pa.schema([
+    pa.field("line", pa.int64(), nullable=False),
+    pa.field("op", pa.string()),
+    pa.field("seq", pa.int64()),
+    pa.field("error", pa.string()),
+    pa.field("accepted", pa.bool_()),
+    pa.field("reason", pa.string()),
+    pa.field("offset", pa.int64()),
+    pa.field("next_offset", pa.int64()),
+    pa.field("generation", pa.int64()),
+    pa.field("count", pa.int64()),
+    pa.field("detail", pa.string()),
+])
+_RESULT_FIELDS = frozenset(RESULT_SCHEMA.names)
+_encode_json = msgspec.json.Encoder().encode
+
+
+def results_table(results: list[dict[str, Any]]) -> pa.Table:
+    """Result dicts (the per-command form) as RESULT_SCHEMA rows."""
+    columns: dict[str, list[Any]] = {name: [r.get(name) for r in results]
+                                     for name in RESULT_SCHEMA.names[:-1]}
+    columns["op"] = [op if op is None or type(op) is str else str(op) for op in columns["op"]]
+    columns["detail"] = [
+        None if _RESULT_FIELDS.issuperset(r) else
+        _encode_json({k: v for k, v in r.items() if k not in _RESULT_FIELDS}).decode()
+        for r in results]
+    return pa.Table.from_pydict(columns, schema=RESULT_SCHEMA)
+
+
+@dataclass
+class VectorResults:
+    """Results of the lines folded column-wise, as columns: dicts are built once seqs are known."""
+
+    rows: np.ndarray  # line index in the run
+    is_pull: np.ndarray
+    accepted: np.ndarray
+    invalid: np.ndarray
+    offset: np.ndarray  # commit: the offset, or the committed offset when refused; pull: next
+    generation: np.ndarray
+    count: np.ndarray
+
+
+@dataclass
+class RunOutput:
+    """A folded run: its events (EVENT_SCHEMA, seq not yet assigned) and one result per line
+    (None where `vector` holds it), with the index of the line's last event in `events` (-1:
+    none)."""
+
+    events: pa.Table
+    results: list[dict[str, Any] | None]
+    last_event: np.ndarray
+    line_base: int
+    vector: VectorResults | None = None
+
+    @property
+    def vector_rows(self) -> int:
+        return 0 if self.vector is None else len(self.vector.rows)
+
+    def final_results(self, first_seq: int) -> list[dict[str, Any]]:
+        """Every line's result, with `seq` (its last event's) once the events are durable."""
+        results = self.results
+        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
+        v = self.vector
+        if v is None:
+            per_command = range(len(results))
+        else:
+            per_command = np.nonzero(seqs >= 0)[0]
+            per_command = per_command[np.isin(per_command, v.rows, invert=True)].tolist()
+        seq_list = seqs.tolist()
+        for row in per_command:
+            result = results[row]
+            if seq_list[row] >= 0 and "error" not in result:  # type: ignore[operator]
+                result["seq"] = seq_list[row]  # type: ignore[index]
+        if v is not None:
+            self._fill_vector(v, seqs)
+        return results  # type: ignore[return-value]
+
+    def result_table(self, first_seq: int) -> pa.Table:
+        """`final_results` as RESULT_SCHEMA columns, without a dict per line folded column-wise."""
+        v = self.vector
+        if v is None:
+            return results_table(self.final_results(first_seq))
+        n = len(self.results)
+        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
+        per_command = np.ones(n, bool)
+        per_command[v.rows] = False
+        rows = np.nonzero(per_command)[0]
+        for row, seq in zip(rows.tolist(), seqs[rows].tolist(), strict=True):
+            result = self.results[row]
+            if seq >= 0 and "error" not in result:  # type: ignore[operator]
+                result["seq"] = seq  # type: ignore[index]
+        slow = results_table([self.results[i] for i in rows.tolist()])  # type: ignore[misc]
+        refused = ~v.is_pull & ~v.accepted
+        reason = np.where(v.invalid, 1, 2)
+        reasons = pa.array([None, "invalid", "stale"], pa.string())
+        errors = pa.array([None, "commit refused: invalid", "commit refused: stale"], pa.string())
+        code = pa.array(np.where(refused, reason, 0).astype(np.int8))
+        pull, commit = v.is_pull, ~v.is_pull
+        fast = pa.table([
+            pa.array(v.rows + self.line_base, pa.int64()),
+            pa.array(["commit", "pull"], pa.string()).take(pa.array(pull.astype(np.int8))),
+            pa.array(seqs[v.rows], pa.int64(), mask=refused),
+            errors.take(code),
+            pa.array(v.accepted, pa.bool_(), mask=pull),
+            reasons.take(code),
+            pa.array(v.offset, pa.int64(), mask=pull),
+            pa.array(v.offset, pa.int64(), mask=commit),
+            pa.array(v.generation, pa.int64(), mask=commit),
+            pa.array(v.count, pa.int64(), mask=commit),
+            pa.nulls(len(v.rows), pa.string()),
+        ], schema=RESULT_SCHEMA)
+        table = pa.concat_tables([slow, fast])
+        order = np.argsort(np.concatenate((rows, v.rows)), kind="stable")
+        return table.take(pa.array(order, pa.int64()))
+
+    def _fill_vector(self, v: VectorResults, seqs: np.ndarray) -> None:
+        results, base = self.results, self.line_base
+        p = v.is_pull
+        rows = v.rows[p]
+        for row, line, nxt, gen, cnt, seq in zip(
+                rows.tolist(), (rows + base).tolist(), v.offset[p].tolist(),
+                v.generation[p].tolist(), v.count[p].tolist(), seqs[rows].tolist(), strict=True):
+            results[row] = {"line": line, "op": "pull", "next_offset": nxt, "generation": gen,
+                            "count": cnt, "seq": seq}
+        a = v.accepted
+        rows = v.rows[a]
+        for row, line, off, seq in zip(rows.tolist(), (rows + base).tolist(),
+                                       v.offset[a].tolist(), seqs[rows].tolist(), strict=True):
+            results[row] = {"line": line, "op": "commit", "accepted": True, "reason": None,
+                            "offset": off, "seq": seq}
+        refused = ~p & ~a
+        rows = v.rows[refused]
+        for row, line, off, bad in zip(rows.tolist(), (rows + base).tolist(),
+                                       v.offset[refused].tolist(), v.invalid[refused].tolist(),
+                                       strict=True):
+            reason = "invalid" if bad else "stale"
+            results[row] = {"line": line, "op": "commit", "accepted": False, "reason": reason,
+                            "offset": off, "error": f"commit refused: {reason}"}
