@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,13 @@ RESULT_SCHEMA: pa.Schema = pa.schema([
 ])
 _RESULT_FIELDS = frozenset(RESULT_SCHEMA.names)
 _encode_json = msgspec.json.Encoder().encode
+
+
+def set_seqs(results: Iterable[dict[str, Any]], seqs: Iterable[int]) -> None:
+    """A line's `seq` is its last event's: set on lines that wrote one (seq >= 0) and succeeded."""
+    for result, seq in zip(results, seqs, strict=True):
+        if seq >= 0 and "error" not in result:
+            result["seq"] = seq
 
 
 def results_table(results: list[dict[str, Any]]) -> pa.Table:
@@ -70,39 +78,29 @@ class RunOutput:
     def vector_rows(self) -> int:
         return 0 if self.vector is None else len(self.vector.rows)
 
+    def _per_command_results(self, first_seq: int) -> tuple[np.ndarray, np.ndarray]:
+        """(each line's seq or -1, the lines folded per command), those lines' seqs set."""
+        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
+        per_command = np.ones(len(self.results), bool)
+        if self.vector is not None:
+            per_command[self.vector.rows] = False
+        rows = np.nonzero(per_command)[0]
+        set_seqs([self.results[i] for i in rows.tolist()], seqs[rows].tolist())  # type: ignore[misc]
+        return seqs, rows
+
     def final_results(self, first_seq: int) -> list[dict[str, Any]]:
         """Every line's result, with `seq` (its last event's) once the events are durable."""
-        results = self.results
-        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
-        v = self.vector
-        if v is None:
-            per_command = range(len(results))
-        else:
-            per_command = np.nonzero(seqs >= 0)[0]
-            per_command = per_command[np.isin(per_command, v.rows, invert=True)].tolist()
-        seq_list = seqs.tolist()
-        for row in per_command:
-            result = results[row]
-            if seq_list[row] >= 0 and "error" not in result:  # type: ignore[operator]
-                result["seq"] = seq_list[row]  # type: ignore[index]
-        if v is not None:
-            self._fill_vector(v, seqs)
-        return results  # type: ignore[return-value]
+        seqs, _ = self._per_command_results(first_seq)
+        if self.vector is not None:
+            self._fill_vector(self.vector, seqs)
+        return self.results  # type: ignore[return-value]
 
     def result_table(self, first_seq: int) -> pa.Table:
         """`final_results` as RESULT_SCHEMA columns, without a dict per line folded column-wise."""
         v = self.vector
         if v is None:
             return results_table(self.final_results(first_seq))
-        n = len(self.results)
-        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
-        per_command = np.ones(n, bool)
-        per_command[v.rows] = False
-        rows = np.nonzero(per_command)[0]
-        for row, seq in zip(rows.tolist(), seqs[rows].tolist(), strict=True):
-            result = self.results[row]
-            if seq >= 0 and "error" not in result:  # type: ignore[operator]
-                result["seq"] = seq  # type: ignore[index]
+        seqs, rows = self._per_command_results(first_seq)
         slow = results_table([self.results[i] for i in rows.tolist()])  # type: ignore[misc]
         refused = ~v.is_pull & ~v.accepted
         reason = np.where(v.invalid, 1, 2)

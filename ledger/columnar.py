@@ -145,6 +145,18 @@ def _grouped_scan(values: list[np.ndarray], rank: np.ndarray, combine: Any) -> l
     return values
 
 
+def _groups(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ids sorted into groups of equal values: (first row of a group, rank in its group)."""
+    first = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, bool)
+    index = np.arange(len(ids))
+    return first, index - np.maximum.accumulate(np.where(first, index, 0)) if len(ids) else index
+
+
+def _group_ends(ids: np.ndarray) -> np.ndarray:
+    """For ids sorted into groups of equal values: the index of each group's last row."""
+    return np.nonzero(np.r_[ids[1:] != ids[:-1], True])[0] if len(ids) else np.zeros(0, np.int64)
+
+
 def _grouped_shift(values: np.ndarray, first: np.ndarray, initial: np.ndarray) -> np.ndarray:
     """The previous row's value within the group; `initial` (per row) for a group's first row."""
     out = np.empty_like(values)
@@ -165,16 +177,9 @@ def _compose_pull_maps(earlier: list[np.ndarray], later: list[np.ndarray]) -> li
 
 
 # ----------------------------------------------------------------------------- a run
-def fold_run(ledger: Ledger, batch: pa.Table, line_base: int,
-             resident: Resident | None = None) -> RunOutput:
-    """Fold one run of lines (no barrier among them) into the ledger's state. `resident` carries
-    column-wise positions from run to run (written back when this run is alone: None)."""
-    if resident is None:
-        resident = Resident(ledger.state)
-        try:
-            return fold_run(ledger, batch, line_base, resident)
-        finally:
-            resident.clear()
+def fold_run(ledger: Ledger, batch: pa.Table, line_base: int, resident: Resident) -> RunOutput:
+    """Fold one run of lines (no barrier among them) into the ledger's state; `resident` carries
+    column-wise positions from run to run."""
     state = ledger.state
     cols = _Columns(batch)
     n = cols.n
@@ -255,13 +260,13 @@ def fold_run(ledger: Ledger, batch: pa.Table, line_base: int,
 
 
 def _per_command(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
-    from ledger.commands import run_command
+    from ledger.commands import run_line
 
     buf = EventBuffer()
     results, last_event = [], []
     for i, cmd in enumerate(_dicts(batch, np.arange(batch.num_rows))):
         before = len(buf)
-        results.append(run_command(ledger, cmd, line_base + i, buf))
+        results.append(run_line(ledger, cmd, line_base + i, buf))
         last_event.append(len(buf) - 1 if len(buf) > before else -1)
     return RunOutput(pa.Table.from_batches([buf.to_record_batch(0)]), results,  # type: ignore[arg-type]
                      np.asarray(last_event, np.int64), line_base)
@@ -309,8 +314,8 @@ class _VectorRun:
         order = np.lexsort((a, aq))
         aq, arow = aq[order], a[order]
         acount = self.append_count[a][order]
-        first = np.r_[True, aq[1:] != aq[:-1]]
-        group_start = np.maximum.accumulate(np.where(first, np.arange(len(aq)), 0))
+        first, rank = _groups(aq)
+        group_start = np.arange(len(aq)) - rank
         csum = np.cumsum(acount)
         added = csum - (csum[group_start] - acount[group_start])  # appended so far on the queue
         # the last append of the row's queue before the row: search (queue, row) in (aq, arow)
@@ -331,9 +336,9 @@ class _VectorRun:
         order = np.argsort(kid, kind="stable")  # rows are in line order already
         s = rows[order]
         k = kid[order]
-        first = np.r_[True, k[1:] != k[:-1]] if len(k) else np.zeros(0, bool)
-        idx = np.arange(len(s))
-        rank = idx - np.maximum.accumulate(np.where(first, idx, 0)) if len(s) else idx
+        first, rank = _groups(k)
+        at_first = np.zeros(len(keys), np.int64)  # each key's first row
+        at_first[k[first]] = np.nonzero(first)[0]
         now = self.now_all[s]
         is_commit = self.commit_all[s]
         off = self.offset_all[s]
@@ -341,8 +346,6 @@ class _VectorRun:
         ok_key &= np.bincount(k, max_at > VALUE_MAX, len(keys)) == 0 if len(k) else ok_key
         fresh = start["fresh"]
         if fresh.any():  # the initial offset, taken at the key's first line (a pull)
-            at_first = np.zeros(len(keys), np.int64)
-            at_first[k[first]] = np.nonzero(first)[0]
             initial = np.where(start["latest"], max_at[at_first], start["min"])
             for name in ("committed", "pulled"):
                 start[name] = np.where(fresh, initial, start[name])
@@ -375,9 +378,7 @@ class _VectorRun:
         # pulls: the pulled offset is a prefix composition of per-pull maps
         p = np.nonzero(~is_commit)[0]
         kp = k[p]
-        pfirst = np.r_[True, kp[1:] != kp[:-1]] if len(p) else np.zeros(0, bool)
-        pidx = np.arange(len(p))
-        prank = pidx - np.maximum.accumulate(np.where(pfirst, pidx, 0)) if len(p) else pidx
+        pfirst, prank = _groups(kp)
         pc_client = client[p]
         pnow = now[p]
         prev_client = _grouped_shift(pc_client, pfirst, start["last_client"][kp])
@@ -401,6 +402,7 @@ class _VectorRun:
         self.s, self.k, self.keep = s, k, keep
         self.now, self.is_commit, self.off, self.client = now, is_commit, off, client
         self.accepted, self.c_before, self.c_after, self.event = accepted, c_before, c_after, event
+        self.active, self.at_first = active, at_first
         self.reason_invalid = is_commit & ~valid
         self.p, self.pulled, self.pulled_before, self.next_offset = p, pulled, pulled_before, next_offset
 
@@ -502,27 +504,27 @@ class _VectorRun:
         ok = self.ok_key
         # each key's last row, its last event row and its last pull row (sorted order)
         last_row = np.full(n_keys, -1, np.int64)
-        if len(k):
-            ends = np.nonzero(np.r_[k[1:] != k[:-1], True])[0]
-            last_row[k[ends]] = ends
-        evk = k[ev]
+        ends = _group_ends(k)
+        last_row[k[ends]] = ends
         any_event = np.zeros(n_keys, bool)
-        any_event[evk] = True
+        any_event[k[ev]] = True
         p = self.p[keep[self.p]]
         pk = k[p]
         last_pull = np.full(n_keys, -1, np.int64)
         pull_index = np.full(n_keys, -1, np.int64)
         if len(pk):
-            ends = np.nonzero(np.r_[pk[1:] != pk[:-1], True])[0]
+            ends = _group_ends(pk)
             last_pull[pk[ends]] = p[ends]
             position_in_p = np.searchsorted(self.p, p[ends])
             pull_index[pk[ends]] = position_in_p
         start = self.start
         if not n_keys:
             return 0
-        committed = np.where(ok, self.c_after[np.maximum(last_row, 0)], start["committed"])
+        last = np.maximum(last_row, 0)
         values = {name: start[name] for name in Resident.COLUMNS}
-        values["committed"] = committed
+        values["committed"] = np.where(ok, self.c_after[last], start["committed"])
+        # the running max of event times from the start value: the last event's, or the start
+        values["last_active"] = np.where(ok, self.active[last], start["last_active"])
         if len(pk):
             has_pull = last_pull >= 0
             lp = np.maximum(last_pull, 0)
@@ -530,8 +532,6 @@ class _VectorRun:
                                         start["pulled"])
             values["last_client"] = np.where(has_pull, self.client[lp], start["last_client"])
             values["last_pull_ts"] = np.where(has_pull, self.now[lp], start["last_pull_ts"])
-        values["last_active"] = np.where(any_event, self.now_last_event(any_event),
-                                         start["last_active"])
         new = ok & (self.hit < 0)
         miss_slot = np.full(n_keys, -1, np.int64)
         miss_slot[self.miss] = np.arange(len(self.miss))
@@ -553,16 +553,6 @@ class _VectorRun:
             state.last_ts = max(state.last_ts, int(self.now[ev].max()))
         return n_events
 
-    def now_last_event(self, any_event: np.ndarray) -> np.ndarray:
-        """Per key: the time of its last event in this run (0 where it has none)."""
-        ev = self.keep & self.event
-        evk = self.k[ev]
-        out = np.zeros(len(self.keys), np.int64)
-        if len(evk):
-            ends = np.nonzero(np.r_[evk[1:] != evk[:-1], True])[0]
-            out[evk[ends]] = self.now[ev][ends]
-        return out
-
     def _names(self, rows: np.ndarray) -> list[tuple[str, str, int]]:
         gv, tv = self.g_values, self.t_values
         return [(gv[g], tv[t], q) for g, t, q in zip(
@@ -573,7 +563,7 @@ class _VectorRun:
 def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec: _VectorRun,
            time_ok: np.ndarray) -> RunOutput:
     """Fold the other rows per command, in order, then merge both into line order."""
-    from ledger.commands import fast_command, run_command
+    from ledger.commands import run_line
 
     n = batch.num_rows
     vec_mask = np.zeros(n, bool)
@@ -586,10 +576,7 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
     for row, cmd in zip(slow.tolist(), _dicts(batch, slow), strict=True):
         before = len(buf)
         at = int(now[row]) if time_ok[row] else None
-        result = fast_command(ledger, cmd, line_base + row, buf, now=at)
-        if result is None:
-            result = run_command(ledger, cmd, line_base + row, buf, now=at)
-        results[row] = result
+        results[row] = run_line(ledger, cmd, line_base + row, buf, now=at)
         slow_event_line.extend([row] * (len(buf) - before))
     n_vec_events = vec.write_back()
 
@@ -636,37 +623,58 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
     events = events.take(pa.array(order, pa.int64()))
     sorted_lines = event_line[order]
     last_event = np.full(n, -1, np.int64)
-    if len(sorted_lines):
-        ends = np.nonzero(np.r_[sorted_lines[1:] != sorted_lines[:-1], True])[0]
-        last_event[sorted_lines[ends]] = ends
+    ends = _group_ends(sorted_lines)
+    last_event[sorted_lines[ends]] = ends
     return RunOutput(events, results, last_event, line_base, vector)
 
 
 def _initial_events(vec: _VectorRun) -> tuple[np.ndarray, pa.Table]:
     """The `initial` event of each new key, at its first line (a pull): (lines, events)."""
     fresh = np.nonzero(vec.start["fresh"] & vec.ok_key)[0]
-    first = np.nonzero(np.r_[True, vec.k[1:] != vec.k[:-1]] if len(vec.k) else np.zeros(0, bool))[0]
-    at = np.zeros(len(vec.keys), np.int64)
-    at[vec.k[first]] = first
-    rows = vec.s[at[fresh]]
+    rows = vec.s[vec.at_first[fresh]]
     n = len(rows)
     details = pa.array(["policy earliest", "policy latest"], pa.string())
-    arrays = [
+    return rows, _event_table(
+        vec, rows, pa.array(["initial"] * n, pa.string()), vec.start["committed"][fresh],
+        np.zeros(n, np.int32), vec.c_codes[rows], pa.nulls(n, pa.string()),
+        details.take(pa.array(vec.start["latest"][fresh].astype(np.int8))))
+
+
+def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, offset: np.ndarray,
+                   generation: np.ndarray, client: np.ndarray, next_offset: np.ndarray,
+                   redeliver: np.ndarray) -> pa.Table:
+    """The commit and pull events of the lines folded column-wise."""
+    n = len(rows)
+    detail: list[str | None] = [None] * n
+    for i in np.nonzero(redeliver)[0].tolist():
+        detail[i] = f"redeliver from {int(next_offset[i])}"
+    operator = is_commit & (client < 0)
+    return _event_table(
+        vec, rows, _KINDS.take(pa.array((~is_commit).astype(np.int8))), offset, generation,
+        client, _OPERATOR.take(pa.array(np.zeros(n, np.int64), mask=~operator)),
+        pa.array(detail, pa.string()))
+
+
+def _event_table(vec: _VectorRun, rows: np.ndarray, kind: pa.Array, offset: np.ndarray,
+                 generation: np.ndarray, client: np.ndarray, actor: pa.Array,
+                 detail: pa.Array) -> pa.Table:
+    """Events (EVENT_SCHEMA, seq 0 until appended) of `rows`: their time and key from the run."""
+    n = len(rows)
+    return pa.Table.from_arrays([
         pa.array(np.zeros(n, np.int64)),
         pa.array(vec.now_all[rows], pa.int64()),
-        pa.array(["initial"] * n, pa.string()),
+        kind,
         _names_array(vec.g_values, vec.g_codes[rows]),
         _names_array(vec.t_values, vec.t_codes[rows]),
         pa.array(vec.qid[rows], pa.int32()),
-        pa.array(vec.start["committed"][fresh], pa.int64()),
+        pa.array(offset, pa.int64()),
         pa.nulls(n, pa.int64()),
-        pa.array(np.zeros(n, np.int32), pa.int32()),
-        _names_array(vec.c_values, vec.c_codes[rows]),
-        pa.nulls(n, pa.string()),
+        pa.array(generation, pa.int32()),
+        _names_array(vec.c_values, client),
+        actor,
         pa.nulls(n, pa.int64()),
-        details.take(pa.array(vec.start["latest"][fresh].astype(np.int8))),
-    ]
-    return rows, pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
+        detail,
+    ], schema=EVENT_SCHEMA)
 
 
 def _names_array(values: list[Any], codes: np.ndarray) -> pa.Array:
@@ -675,35 +683,6 @@ def _names_array(values: list[Any], codes: np.ndarray) -> pa.Array:
 
 _KINDS = pa.array(["commit", "pull"], pa.string())
 _OPERATOR = pa.array(["operator"], pa.string())
-
-
-def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, offset: np.ndarray,
-                   generation: np.ndarray, client: np.ndarray, next_offset: np.ndarray,
-                   redeliver: np.ndarray) -> pa.Table:
-    n = len(rows)
-
-    names = _names_array
-
-    detail: list[str | None] = [None] * n
-    for i in np.nonzero(redeliver)[0].tolist():
-        detail[i] = f"redeliver from {int(next_offset[i])}"
-    no_client = client < 0
-    arrays = [
-        pa.array(np.zeros(n, np.int64)),
-        pa.array(vec.now_all[rows], pa.int64()),
-        _KINDS.take(pa.array((~is_commit).astype(np.int8))),
-        names(vec.g_values, vec.g_codes[rows]),
-        names(vec.t_values, vec.t_codes[rows]),
-        pa.array(vec.qid[rows], pa.int32()),
-        pa.array(offset, pa.int64()),
-        pa.nulls(n, pa.int64()),
-        pa.array(generation, pa.int32()),
-        names(vec.c_values, client),
-        _OPERATOR.take(pa.array(np.zeros(n, np.int64), mask=~(is_commit & no_client))),
-        pa.nulls(n, pa.int64()),
-        pa.array(detail, pa.string()),
-    ]
-    return pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
 
 
 # ----------------------------------------------------------------------------- batches

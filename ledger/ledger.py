@@ -480,11 +480,11 @@ class Ledger:
 
     def _flush_apply(self, results: list[dict[str, Any]], last_event: list[int],
                      events: EventBuffer) -> Iterator[dict[str, Any]]:
+        from ledger.apply_results import set_seqs
+
         first = self._append(events)
-        for result, index in zip(results, last_event, strict=True):
-            if index >= 0 and "error" not in result:
-                result["seq"] = first + index
-            yield result
+        set_seqs(results, [first + i if i >= 0 else -1 for i in last_event])
+        yield from results
 
     # ------------------------------------------------------------------ reads
     def _ready_view(self) -> View:
