@@ -173,6 +173,7 @@ class Ledger:
         self._closed = True
         try:
             if not self.readonly and self._unusable is None:
+                self._settle_log()
                 self.flush_view()
         finally:
             self.view.close()
@@ -235,6 +236,15 @@ class Ledger:
         except (StorageError, OSError, duckdb.Error) as e:
             logger.warning("derived data not written after a durable append (retried later): %s", e)
         return result.first_seq
+
+    def _settle_log(self) -> None:
+        """List a segment still sealing in the background, and checkpoint at it as every seal
+        does; a failure is logged (the WAL stays the source and the next open seals it)."""
+        try:
+            if self.log.settle():
+                self._checkpoint()
+        except (StorageError, OSError) as e:
+            logger.warning("sealing at close failed (the next open seals again): %s", e)
 
     def _checkpoint(self) -> None:
         table = state_to_table(self.state)
@@ -677,6 +687,7 @@ def log_settings(cfg: LedgerSettings) -> LogSettings:
     return LogSettings(
         segment_events_max=cfg.segment_events_max, segment_bytes_max=cfg.segment_bytes_max,
         segment_age_ms_max=cfg.segment_age_ms_max, durability=cfg.durability,
+        seal_in_background=True,
     )
 
 

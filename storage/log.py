@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -116,6 +117,14 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class _SealJob(msgspec.Struct, frozen=True):
+    """A seal on the sealer thread: the active WAL's first `rows` rows, as Parquet files whose
+    entries `future` yields (not yet listed in the manifest)."""
+
+    rows: int
+    future: Future[list[SegmentEntry]]
+
+
 class SegmentedLog:
     """A log of rows with a fixed Arrow schema holding int64 `seq` (dense, assigned here) and
     int64 `ts` (the caller's epoch ms).
@@ -158,6 +167,10 @@ class SegmentedLog:
         self._lock: WriterLock | None = None
         self._manifest = Manifest()
         self._active = self._new_active(0)
+        # The seal being written by the background sealer: the active WAL's first rows, as
+        # Parquet files not yet listed (the WAL stays the source until a commit publishes them).
+        self._sealing: _SealJob | None = None
+        self._sealer: ThreadPoolExecutor | None = None
         self._failed: LogFailedError | None = None
         self._closed = False
         self._last_sync_ms = 0
@@ -236,7 +249,8 @@ class SegmentedLog:
             if (active.events >= self.settings.segment_events_max
                     or active.bytes >= self.settings.segment_bytes_max):
                 with self._failing_on_fsync():
-                    sealed = self._seal_after_append()  # a full disk must not stop the open
+                    # a full disk must not stop the open
+                    sealed = self._seal_after_append(background=False)
             self.recovery = RecoveryReport(tail, tuple(deleted), tuple(sealed))
         except BaseException:
             self._active.close()
@@ -414,18 +428,21 @@ class SegmentedLog:
         """Append rows, giving them dense seqs from `next_seq` (the seq column is overwritten).
 
         The rows go into the active segment as ONE frame (all or nothing after a crash) and, with
-        durability "always", one fsync before returning; a segment that is full after it is
-        sealed, split into sealed segments of at most `segment_events_max` events. If it raises,
-        none of the rows were appended (`WriteFailedError`: undone), except after an fsync
-        failure (`LogFailedError`), when they may or may not be on disk: reopen to find out.
-        A seal that fails after the rows are durable does not fail the append (the active
-        segment stays the source); the next change retries it and reports its error.
+        durability "always", one fsync before returning. A segment that is full after it is
+        sealed, split into sealed segments of at most `segment_events_max` events, by the
+        background sealer: the Parquet files are written on another thread while appends go on,
+        and a later change (or `close`, `roll`, `settle`) lists them in the manifest; until then
+        the active segment holds the rows and is the source. `sealed` names the segments this
+        call listed. If it raises, none of the rows were appended (`WriteFailedError`: undone),
+        except after an fsync failure (`LogFailedError`), when they may or may not be on disk:
+        reopen to find out. A seal that fails after the rows are durable does not fail the
+        append (the active segment stays the source); a later change retries it and logs why.
         """
         with self._changing():
             data = self._conform(batch)
             now = self._clock()
             first = self.next_seq
-            sealed: list[SegmentInfo] = []
+            sealed = self._publish_finished()
             rows = data.num_rows
             if rows == 0:
                 if self._roll_due(now):
@@ -434,12 +451,12 @@ class SegmentedLog:
             seqs = pa.array(np.arange(first, first + rows, dtype=np.int64))
             data = data.set_column(self._seq_index, self.schema.field(self._seq_index), seqs)
             if self._roll_due(now):
-                sealed += self._seal()
+                sealed += self._seal(carry=True)
             # One frame: after a crash the batch is there whole or not at all, so a command's
             # events (and an apply batch) are never torn; the seal splits at segment_events_max.
             self._write(data, now)
             if self._full():
-                sealed += self._seal_after_append()
+                sealed += self._seal_after_append(background=self.settings.seal_in_background)
             return AppendResult(first, self.next_seq, tuple(sealed))
 
     def _conform(self, data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
@@ -480,18 +497,26 @@ class SegmentedLog:
                 raise SchemaError(f"column {field.name} holds nulls but is not nullable")
         return pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
 
-    def _facts(self) -> SegmentFacts:
+    def _unsealed(self) -> tuple[int, int]:
+        """Events and (about) bytes of the active segment not being sealed already."""
         active = self._active
-        return SegmentFacts(active.events, active.bytes, active.rolling_ts_ms)
+        job = self._sealing
+        if job is None or active.events == 0:
+            return active.events, active.bytes
+        rest = active.events - job.rows
+        return rest, active.bytes * rest // active.events
+
+    def _facts(self) -> SegmentFacts:
+        events, size = self._unsealed()
+        return SegmentFacts(events, size, self._active.rolling_ts_ms)
 
     def _roll_due(self, now_ms: int) -> bool:
         return should_roll(self._roll_params, self._facts(), now_ms)
 
     def _full(self) -> bool:
-        active = self._active
-        return active.events > 0 and (
-            active.events >= self.settings.segment_events_max
-            or active.bytes >= self.settings.segment_bytes_max
+        events, size = self._unsealed()
+        return events > 0 and (
+            events >= self.settings.segment_events_max or size >= self.settings.segment_bytes_max
         )
 
     def _write(self, chunk: pa.RecordBatch, now_ms: int) -> None:
@@ -519,48 +544,103 @@ class SegmentedLog:
             sealed = self._seal()
             return sealed[-1] if sealed else None
 
-    def _seal(self, *, carry: bool = False) -> list[SegmentInfo]:
-        """Write the active segment's rows as Parquet, commit them in the manifest, start anew.
+    def settle(self) -> list[SegmentInfo]:
+        """Wait for the background sealer and list what it wrote; the segments listed."""
+        with self._changing():
+            return self._finish_seal(wait=True)
 
-        Steps: `<base>.parquet.tmp`, fsync, rename, fsync dir, manifest commit (the seal point),
-        then the WAL is deleted. Until the commit the WAL stays the source: a crash before it
-        leaves an unlisted Parquet file that the next open deletes, and the seal is redone.
+    def wait_for_sealer(self, timeout: float | None = None) -> bool:
+        """Block until the sealer thread has no Parquet write running (True), without listing
+        what it wrote: the next change does, or reports its error. False on timeout."""
+        job = self._sealing
+        if job is None:
+            return True
+        try:
+            job.future.exception(timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _seal(self, *, carry: bool = False) -> list[SegmentInfo]:
+        """Seal the active segment now, waiting for the Parquet files (see `_start_seal`)."""
+        sealed = self._finish_seal(wait=True)
+        if self._start_seal(carry=carry):
+            sealed += self._finish_seal(wait=True)
+        return sealed
+
+    def _start_seal(self, *, carry: bool) -> bool:
+        """Start writing the active segment's rows as Parquet on the sealer thread; False if
+        there is nothing to seal. `_finish_seal` commits them in the manifest (the seal point).
+
+        Steps: `<base>.parquet.tmp`, fsync, rename (sealer thread); then fsync dir, manifest
+        commit, and the WAL is deleted. Until the commit the WAL stays the source: a crash before
+        it leaves unlisted Parquet files that the next open deletes, and the seal is redone.
 
         Sealed segments hold at most `segment_events_max` events. With `carry`, an active segment
-        holding more (one append's frame is never split) seals its full segments only and carries
-        the rest into the next WAL, written and fsynced before the commit (unlisted, and deleted
-        on open, until then), so rolls do not leave small segments behind.
+        holding more (one append's frame is never split) seals its full segments only, and the
+        rest (with whatever is appended meanwhile) is carried into the next WAL at the commit,
+        so rolls do not leave small segments behind.
         """
+        if self._sealing is not None:
+            raise AssertionError("a seal is already running")
         active = self._active
         if active.events == 0:
-            return []
-        table = pa.Table.from_batches(active.batches(), schema=self.schema)
+            return False
         step = self.settings.segment_events_max
-        sealed_rows = table.num_rows
-        if carry and table.num_rows > step:
-            sealed_rows -= table.num_rows % step
+        rows = active.events
+        if carry and rows > step:
+            rows -= rows % step
+        table = pa.Table.from_batches(active.batches(), schema=self.schema).slice(0, rows)
+        if self._sealer is None:
+            self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sealer")
+        future = self._sealer.submit(self._write_segments, table, active.base_seq)
+        self._sealing = _SealJob(rows, future)
+        return True
+
+    def _write_segments(self, table: pa.Table, base_seq: int) -> list[SegmentEntry]:
+        """Sealer thread: `table` as Parquet files of at most `segment_events_max` rows, not yet
+        listed; each file is removed again if a later one fails (except on a failed fsync)."""
+        step = self.settings.segment_events_max
         entries: list[SegmentEntry] = []
-        written: list[Path] = []
-        following = self._new_active(active.base_seq + sealed_rows)
         try:
-            for offset in range(0, sealed_rows, step):
-                piece = table.slice(offset, min(step, sealed_rows - offset))
-                base = active.base_seq + offset
+            for offset in range(0, table.num_rows, step):
+                piece = table.slice(offset, step)
+                base = base_seq + offset
                 name = names.parquet_name(base)
-                path = self._log_dir / name
-                size, crc = write_parquet_checked(self._fs, path, piece, self.settings)
-                written.append(path)
+                size, crc = write_parquet_checked(self._fs, self._log_dir / name, piece,
+                                                  self.settings)
                 ts = pc.min_max(piece.column(TS_COLUMN))
                 entries.append(SegmentEntry(
                     base_seq=base, end_seq=base + piece.num_rows, ts_min=ts["min"].as_py(),
                     ts_max=ts["max"].as_py(), events=piece.num_rows, bytes=size, file=name,
                     crc32c=crc,
                 ))
-            if sealed_rows < table.num_rows:
+        except Exception as exc:
+            if not isinstance(exc, FsyncError):
+                for entry in entries:
+                    remove_quietly(self._fs, self._log_dir / entry.file)
+            raise
+        return entries
+
+    def _finish_seal(self, *, wait: bool) -> list[SegmentInfo]:
+        """Commit the running seal's files in the manifest, carrying the WAL's rows after them
+        into a new WAL (written and fsynced first); [] if none runs, or (not `wait`) it runs on.
+        Raises the sealer's error (the WAL stays the source and the files are gone)."""
+        job = self._sealing
+        if job is None or (not wait and not job.future.done()):
+            return []
+        self._sealing = None
+        entries = job.future.result()
+        active = self._active
+        written = [self._log_dir / e.file for e in entries]
+        following = self._new_active(active.base_seq + job.rows)
+        try:
+            if active.events > job.rows:
                 if not remove_quietly(self._fs, following.path):
                     raise StorageError(f"cannot remove the leftover {following.path}")
                 written.append(following.path)
-                rest = table.slice(sealed_rows).combine_chunks().to_batches()
+                rest = pa.Table.from_batches(active.batches(), schema=self.schema)
+                rest = rest.slice(job.rows).combine_chunks().to_batches()
                 following.append(pa.concat_batches(rest) if len(rest) > 1 else rest[0],
                                  self._clock())
                 following.sync()
@@ -581,17 +661,42 @@ class SegmentedLog:
         self._last_sync_ms = self._clock()
         return [self._info(e) for e in entries]
 
-    def _seal_after_append(self) -> list[SegmentInfo]:
-        """Seal a full segment whose rows are already written: a failure other than an fsync's is
-        logged, not raised (the WAL stays the source and the next change retries the seal)."""
+    def _publish_finished(self) -> list[SegmentInfo]:
+        """List a seal the sealer has finished. If it failed, seal again now: a second failure
+        refuses the change that found it (the WAL stays the source, as for a synchronous seal)."""
         try:
+            return self._finish_seal(wait=False)
+        except (FsyncError, LogFailedError):
+            raise
+        except (OSError, StorageError) as exc:
+            log.warning("sealing %s failed on the sealer thread (%s); retrying it now",
+                        self._active.path, exc)
             return self._seal(carry=True)
+
+    def _seal_after_append(self, *, background: bool) -> list[SegmentInfo]:
+        """Seal a full segment whose rows are already written: in the background (a running
+        seal is waited for only when another full segment is ready), or at once. A failure
+        other than an fsync's is logged, not raised (the WAL stays the source, a later change
+        retries)."""
+        sealed: list[SegmentInfo] = []
+        try:
+            if self._sealing is not None:
+                events, size = self._unsealed()
+                if (events < self.settings.segment_events_max
+                        and size < self.settings.segment_bytes_max):
+                    return sealed
+                sealed += self._finish_seal(wait=True)
+            if self._full():
+                if background:
+                    self._start_seal(carry=True)
+                else:
+                    sealed += self._seal(carry=True)
         except (FsyncError, LogFailedError):
             raise
         except (OSError, StorageError) as exc:
             log.warning("sealing %s failed after its rows were written (%s); the next append "
                         "retries it", self._active.path, exc)
-            return []
+        return sealed
 
     def _commit(self, **changes: object) -> None:
         """Commit a manifest with `changes` and the next revision; the in-memory copy follows."""
@@ -1017,20 +1122,40 @@ class SegmentedLog:
         with self._mutex:
             if self._closed:
                 return
-            self._closed = True
             try:
                 if self._writer and self._failed is None:
                     with self._failing_on_fsync():
+                        self._publish_before_close()
                         self._active.sync()
             finally:
+                self._closed = True
+                self._stop_sealer()
                 self._active.close()
                 if self._lock is not None:
                     self._lock.release()
+
+    def _publish_before_close(self) -> None:
+        """List a running seal (a failure is logged: the WAL is the source, the open reseals)."""
+        try:
+            self._finish_seal(wait=True)
+        except (FsyncError, LogFailedError):
+            raise
+        except (OSError, StorageError) as exc:
+            log.warning("sealing %s failed at close (%s); the next open seals it",
+                        self._active.path, exc)
+
+    def _stop_sealer(self) -> None:
+        """Wait for the sealer thread to end (what it wrote unlisted, the next open deletes)."""
+        if self._sealer is not None:
+            self._sealer.shutdown(wait=True)
+            self._sealer = None
+        self._sealing = None
 
     def _abandon(self) -> None:
         """Drop descriptors and the lock with no further I/O, as a killed process would (tests)."""
         with self._mutex:
             self._closed = True
+            self._stop_sealer()
             self._active.close()
             if self._lock is not None:
                 self._lock.release()

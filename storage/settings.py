@@ -40,8 +40,15 @@ class LogSettings(msgspec.Struct, frozen=True, kw_only=True):
     batch_fsync_events: int = 100_000
     row_group_events: int = 131_072
     zstd_level: int = 3
+    # Write a full segment's Parquet files on a background thread while appends go on (the WAL
+    # stays the source until a later change lists them); off, an append that fills a segment
+    # returns once its seal is committed.
+    seal_in_background: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.seal_in_background, bool):
+            raise SettingsError(
+                f"seal_in_background must be true or false, got {self.seal_in_background!r}")
         _check_range("segment_events_max", self.segment_events_max, 1, SEGMENT_EVENTS_LIMIT)
         _check_range(
             "segment_bytes_max", self.segment_bytes_max, SEGMENT_BYTES_MIN, SEGMENT_BYTES_LIMIT

@@ -255,6 +255,28 @@ def test_checkpoints_written_mid_apply_hold_the_state_at_their_seq(tmp_path):
     assert len(seen) >= 8
 
 
+def test_segments_sealed_in_the_background_get_their_checkpoint_and_close_lists_the_last(
+        tmp_path):
+    """The ledger seals on the log's sealer thread: each seal is listed by a later append (or
+    close), which writes the checkpoint at that point; nothing is left for the next open."""
+    table = commands_table(20_000, seed=9, groups=10, topics=2, queues=3)
+    with Ledger.open(tmp_path, clock=FakeClock(), segment_events_max=3_000,
+                     checkpoint_interval_events=10**9, apply_column_batch_commands=2_500) as led:
+        assert led.log.settings.seal_in_background
+        led.apply_arrow(table)
+        end = led.log.next_seq
+    with Ledger.open(tmp_path, clock=FakeClock()) as again:
+        assert again.log.recovery.sealed == () and again.log.recovery.files_deleted == ()
+        segments = again.log.segments()
+        assert [s.end_seq - s.base_seq for s in segments] == [3_000] * (end // 3_000)
+        # every seal got a checkpoint within two appends (the log keeps the latest checkpoints)
+        cps = again.log.checkpoints()
+        for s in (s for s in segments if s.end_seq >= cps[0]):
+            assert any(s.end_seq <= c <= s.end_seq + 6_000 for c in cps), (s.end_seq, cps)
+        assert cps[-1] >= segments[-1].end_seq
+        assert again.snapshot() == _run(tmp_path / "dicts", _as_dicts(table))[2]
+
+
 def test_state_between_yielded_batches_is_current(tmp_path):
     """`apply` yields a batch's results once durable; the caller may read the state then."""
     table = commands_table(20_000, seed=9, groups=6, topics=2, queues=3)

@@ -110,6 +110,7 @@ def test_a_failed_rename_during_a_seal_keeps_the_wal_as_the_source_and_reports_i
     # This append fills the segment: its rows are durable in the WAL, so it is acknowledged
     # although the seal after it failed...
     led.queue_append(T, 2, 100)
+    assert led.log.wait_for_sealer(30)  # the ledger seals in the background
     assert led.log.segments() == [] and led.log.next_seq == 4
     acknowledged = led.log.read()
     # ...and the next change retries the seal first and reports why it cannot.

@@ -42,6 +42,7 @@ def test_a_crash_in_the_seal_after_an_append_never_leaves_half_a_command(tmp_pat
     with pytest.raises(Crash):
         list(led.apply([{"op": "pull", "group": "g", "topic": "t", "queue_id": 0,
                          "client": "c1", "ts": T0 + 1}]))
+        led.log.settle()  # the ledger seals in the background: its crash surfaces here
     led.log._abandon()
     led.view.close()
     events = assert_view_is_a_replay(root)

@@ -1,0 +1,163 @@
+"""The background sealer (`seal_in_background`, what the ledger uses): a full segment's Parquet
+files are written on another thread while appends go on, and listed by a later change. Rows are
+readable throughout, the result equals a synchronous seal's, and a crash, a failed write or a
+failed fsync at any step loses nothing acknowledged."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from storage import LogSettings, SegmentedLog, names
+from storage.errors import LogFailedError
+from tests.storage.storage_helpers import FaultyFS, concat, make_rows, open_log, with_seqs
+from tests.storage.test_recovery import _appended, _run_until_done
+
+BACKGROUND = LogSettings(segment_events_max=10, seal_in_background=True)
+
+
+def _append(log: SegmentedLog, n: int) -> tuple[pa.Table, list[tuple[int, int]]]:
+    result = log.append(make_rows(n, salt=log.next_seq))
+    rows = with_seqs(make_rows(n, salt=result.first_seq), result.first_seq)
+    return rows, [(s.base_seq, s.end_seq) for s in result.sealed]
+
+
+class _HeldRenames(FaultyFS):
+    """Holds the sealer thread before it renames a Parquet file into place until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.held = threading.Event()
+
+    def rename(self, src: Path, dst: Path) -> None:
+        if names.is_log_file(Path(dst).name) and str(dst).endswith(".parquet"):
+            self.held.set()
+            assert self.release.wait(30), "the test never released the sealer"
+        super().rename(src, dst)
+
+
+def test_appends_go_on_while_a_segment_seals_and_a_later_change_lists_it(tmp_path: Path) -> None:
+    fs = _HeldRenames()
+    log = open_log(tmp_path, BACKGROUND, fs=fs)
+    first, sealed = _append(log, 14)
+    assert sealed == []  # the seal runs on the sealer thread
+    assert fs.held.wait(30)
+    second, sealed = _append(log, 3)  # goes on while the sealer is held
+    assert sealed == [] and log.segments() == []
+    want = concat([first, second])
+    assert log.read().equals(want)  # the WAL is the source until the seal is listed
+    assert log.tail().equals(want)
+    with SegmentedLog.open(tmp_path, log.schema, writer=False) as reader:
+        assert reader.read().equals(want)
+    fs.release.set()
+    assert [(s.base_seq, s.end_seq) for s in log.settle()] == [(0, 10)]
+    assert [(s.base_seq, s.end_seq) for s in log.segments()] == [(0, 10)]
+    assert log.tail().column("seq").to_pylist() == list(range(10, 17))
+    assert log.read().equals(want)
+    assert not (tmp_path / "log" / names.wal_name(0)).exists()
+    log.close()
+    with open_log(tmp_path, BACKGROUND) as reopened:
+        assert reopened.read().equals(want)
+        assert reopened.recovery.files_deleted == () and reopened.recovery.sealed == ()
+
+
+def test_background_seals_end_exactly_where_synchronous_ones_do(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    sizes = [rng.choice((1, 3, 9, 10, 17, 31)) for _ in range(40)]
+    logs = {}
+    for background in (False, True):
+        settings = LogSettings(segment_events_max=10, seal_in_background=background)
+        with open_log(tmp_path / str(background), settings) as log:
+            wrote = [_append(log, n)[0] for n in sizes]
+            log.settle()
+            logs[background] = ([(s.base_seq, s.end_seq) for s in log.segments()],
+                                log.tail().column("seq").to_pylist(), log.read())
+            assert logs[background][2].equals(concat(wrote))
+    assert logs[True][0] == logs[False][0]
+    assert logs[True][1] == logs[False][1]
+    assert all(end - base == 10 for base, end in logs[True][0])
+
+
+def test_close_lists_a_running_seal(tmp_path: Path) -> None:
+    with open_log(tmp_path, BACKGROUND) as log:
+        rows, _ = _append(log, 25)
+    with open_log(tmp_path, BACKGROUND) as reopened:
+        assert [(s.base_seq, s.end_seq) for s in reopened.segments()] == [(0, 10), (10, 20)]
+        assert reopened.recovery.files_deleted == () and reopened.recovery.sealed == ()
+        assert reopened.read().equals(rows)
+
+
+def test_crash_at_every_step_of_a_background_seal(tmp_path: Path) -> None:
+    """Crash before each file operation of either thread: the acknowledged rows survive whole,
+    the unacknowledged append is there whole or not at all, and the open reseals."""
+    settings = BACKGROUND
+
+    def action(log: SegmentedLog) -> None:
+        log.append(make_rows(5, salt=9))  # 14 rows: the sealer takes the first 10
+        log.append(make_rows(3, salt=14))  # lists it if done, else runs on
+        log.settle()
+
+    def check(log: SegmentedLog, finished: bool) -> None:
+        got = log.read()
+        assert got.num_rows in (9, 14, 17)
+        assert got.column("seq").to_pylist() == list(range(got.num_rows))
+        if got.num_rows > 9:
+            assert [s.end_seq for s in log.segments()] == [10]
+            assert log.tail().column("seq").to_pylist() == list(range(10, got.num_rows))
+
+    points = _run_until_done(tmp_path, _appended, action, check, settings, exact=False)
+    assert points > 12
+
+
+def test_a_failed_sealer_write_is_logged_and_retried_by_the_next_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    fs = FaultyFS()
+    log = open_log(tmp_path, BACKGROUND, fs=fs)
+    def full_disk_for_the_sealer(op: str, path: Path) -> None:
+        if op == "open_write" and path.name.endswith(".parquet" + names.TMP_SUFFIX):
+            fs.enospc_writes, fs.on_step = 1, None  # its Parquet write hits a full disk, once
+
+    fs.on_step = full_disk_for_the_sealer
+    first, _ = _append(log, 12)
+    assert log.wait_for_sealer(30)
+    with caplog.at_level(logging.WARNING, logger="storage.log"):
+        second, sealed = _append(log, 2)  # reports the failure and seals again at once
+    assert sealed == [(0, 10)]
+    assert "No space left on device" in caplog.text and "retrying it now" in caplog.text
+    want = concat([first, second])
+    assert log.read().equals(want)
+    assert not [p for p in (tmp_path / "log").iterdir() if p.name.endswith(names.TMP_SUFFIX)]
+    log.close()
+    with open_log(tmp_path, BACKGROUND) as reopened:
+        assert reopened.read().equals(want)
+
+
+def test_a_failed_fsync_in_the_sealer_fails_the_log_and_reopening_keeps_every_row(
+    tmp_path: Path,
+) -> None:
+    fs = FaultyFS()
+    log = open_log(tmp_path, BACKGROUND, fs=fs)
+    first, _ = _append(log, 4)
+    fs.fsync_fail_after = fs.fsyncs + 1  # the append's own fsync passes, the sealer's fails
+    second, _ = _append(log, 8)
+    assert log.wait_for_sealer(30)
+    with pytest.raises(LogFailedError):
+        log.append(make_rows(1))
+    with pytest.raises(LogFailedError):
+        log.append(make_rows(1))  # and stays failed until reopened
+    log.close()
+    with open_log(tmp_path, BACKGROUND) as reopened:
+        assert reopened.read().equals(concat([first, second]))
+        assert [(s.base_seq, s.end_seq) for s in reopened.segments()] == [(0, 10)]
+
+
+def test_seal_in_background_must_be_a_boolean() -> None:
+    with pytest.raises(Exception, match="seal_in_background must be true or false"):
+        LogSettings(seal_in_background=1)  # type: ignore[arg-type]
