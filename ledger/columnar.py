@@ -327,16 +327,16 @@ class _VectorRun:
     # ---------------------------------------------------------------- the fold
     def fold(self) -> None:
         rows = self.rows
-        kid_all = self.key_id_of[rows]
-        keys, first_index, kid = np.unique(kid_all, return_index=True, return_inverse=True)
-        first_row = rows[first_index]  # a row of each key, to name the key
+        # rows sorted by key, then by line (one sort: rows are in line order already)
+        order = np.argsort(self.key_id_of[rows], kind="stable")
+        s = rows[order]
+        sorted_ids = self.key_id_of[s]
+        first, rank = _groups(sorted_ids)
+        k = np.cumsum(first) - 1  # each sorted row's key index
+        keys = sorted_ids[first]
+        first_row = s[first]  # a row of each key, to name the key
         start = self._gather(first_row, self.resident.lookup(keys))
         ok_key = start["ok"]
-        # rows sorted by key, then by line
-        order = np.argsort(kid, kind="stable")  # rows are in line order already
-        s = rows[order]
-        k = kid[order]
-        first, rank = _groups(k)
         at_first = np.zeros(len(keys), np.int64)  # each key's first row
         at_first[k[first]] = np.nonzero(first)[0]
         now = self.now_all[s]
