@@ -35,14 +35,15 @@ from ledger.policy import ResetPolicy
 from ledger.reset import Scenario, Scope, plan_reset, reset_detail, scope_keys
 from ledger.settings import LedgerSettings
 from ledger.state import CommitResult, PlanItem, PullResult, State, snapshot_rows
-from ledger.timeline import state_at_sql
-from ledger.view import View, events_select, segments_source
+from ledger.timeline import STATE_AT_TAIL, state_at_table
+from ledger.view import View, arrow_result, events_select, segments_source
 from storage import (
     CorruptSegmentError,
     FileSystem,
     LockedError,
     LogSettings,
     SegmentedLog,
+    SegmentInfo,
     StorageError,
 )
 
@@ -403,8 +404,8 @@ class Ledger:
             row = self._ready_view().con.execute(
                 "SELECT count(DISTINCT ts) FROM events WHERE kind = 'reset' "
                 "AND consumer_group = ? AND ts >= ?", [plan.group, now - policy.window_ms],
-            ).fetchone()
-            recent = row[0] if row else 0
+            ).fetchall()
+            recent = row[0][0] if row else 0
         refusal = policy.refusal(actor=plan.actor, group=plan.group, items=plan.items,
                                  scenario=plan.scenario, now_ms=now, recent_resets=recent,
                                  force=force)
@@ -511,13 +512,13 @@ class Ledger:
         check_read_only_sql(query)
         view = self._ready_view()
         try:
-            return _arrow(view.con.execute(query))
+            return arrow_result(view.con.execute(query))
         except Exception as e:  # duckdb raises many types; the message names the problem
             raise InvalidInput(f"sql error: {str(e).splitlines()[0]}") from None
 
     def _query(self, query: str, params: list | None = None) -> list[dict[str, Any]]:
         view = self._ready_view()
-        return _arrow(view.con.execute(query, params or [])).to_pylist()
+        return arrow_result(view.con.execute(query, params or [])).to_pylist()
 
     def progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
         check_name(group, "group")
@@ -579,7 +580,7 @@ class Ledger:
         inner = f"SELECT * FROM ({select}) {where} ORDER BY seq DESC"
         if limit is not None:
             inner += f" LIMIT {int(limit)}"
-        return _arrow(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq",
+        return arrow_result(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq",
                                        pre_params + post_params))
 
     def _check_history_from(self, ts: int) -> None:
@@ -619,23 +620,52 @@ class Ledger:
                 f"the earliest point still answerable is seq {start}")
         cp = cps[-1] if cps else 0
         cp_path = self.log.checkpoint_path(cp) if cps else None
-        view = self._ready_view()
-        source = segments_source(
-            [s.path for s in self.log.segments() if s.end_seq > cp and s.base_seq < seq_to],
-            "events_tail")
-        sql = state_at_sql(source, cp_path, cp, seq_to, at_ts, group)
-        return _arrow(view.con.execute(sql))
+        con, source = self._state_at_source(cp, seq_to)
+        try:
+            return state_at_table(con, source, cp_path, cp, seq_to, at_ts, group)
+        finally:
+            con.close()
+
+    def _state_at_source(
+        self, seq_from: int, seq_to: int,
+    ) -> tuple[duckdb.DuckDBPyConnection, str]:
+        """A cursor of the view's database of its own (the tail registered there when it holds
+        events [seq_from, seq_to)) and a SELECT over the sealed segments and that tail. No view
+        flush: only the log and the checkpoints are read."""
+        tail = self.log.tail()  # before the segments: a seal published in between repeats rows
+        self.log.segment_paths()  # each sealed file's crc32c, once per process (DuckDB reads)
+        paths = [s.path for s in self.log.segments() if s.end_seq > seq_from and s.base_seq < seq_to]
+        con = self.view.con.cursor()
+        tail_name = None
+        if tail.num_rows:
+            seqs = tail.column("seq")
+            if seqs[0].as_py() < seq_to and seqs[-1].as_py() >= seq_from:
+                tail_name = STATE_AT_TAIL
+                con.register(tail_name, tail)
+        return con, segments_source(paths, tail_name)
 
     def _first_seq_after(self, ts: int) -> int:
         """The first seq whose ts is > `ts` (ts never goes backwards along the log)."""
-        for s in self.log.segments():
+        tail = self.log.tail()  # before the segments, as in `_state_at_source`
+        segments = self.log.segments()
+        for s in segments:
             if s.ts_max > ts:
-                t = self.log.read(seq_gte=s.base_seq, seq_lt=s.end_seq, columns=["seq", "ts"])
-                return _first_after(t, ts, s.base_seq)
-        tail = self.log.tail()
-        base = self.log.segments()[-1].end_seq if self.log.segments() else self.log.start_seq
+                return self._first_seq_after_in(s, ts)
+        base = segments[-1].end_seq if segments else self.log.start_seq
         return _first_after(tail.select(["seq", "ts"]), ts, base if tail.num_rows else
                             self.log.next_seq)
+
+    def _first_seq_after_in(self, segment: SegmentInfo, ts: int) -> int:
+        """The first seq of sealed `segment` (ts_max > `ts`) whose ts is > `ts`: the Parquet
+        statistics of ts name the first row group holding one, and only it is read."""
+        found = _row_group_after(segment.path, ts)
+        if found is not None:
+            t = self.log.read(seq_gte=found[0], seq_lt=found[1], columns=["seq", "ts"])
+            if t.num_rows and t.column("ts")[-1].as_py() > ts:
+                return _first_after(t, ts, found[0])
+        # statistics missing, or the file changed under us: the whole segment
+        t = self.log.read(seq_gte=segment.base_seq, seq_lt=segment.end_seq, columns=["seq", "ts"])
+        return _first_after(t, ts, segment.base_seq)
 
     def _ts_before(self, seq_to: int) -> int:
         if seq_to <= self.log.start_seq:
@@ -660,17 +690,6 @@ class Ledger:
         return "".join(f"{t},{q},{o}\n" for _, t, q, o, _ in rows)
 
 
-def _arrow(cursor: Any) -> pa.Table:
-    """The result as Arrow: DuckDB 2 renamed `fetch_arrow_table` to `to_arrow_table` (and warns
-    about the copy a DB-API result makes, which these small results can afford)."""
-    import warnings
-
-    fetch = getattr(cursor, "to_arrow_table", None) or cursor.fetch_arrow_table
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return fetch()
-
-
 def _first_after(t: pa.Table, ts: int, default: int) -> int:
     import pyarrow.compute as pc
 
@@ -681,6 +700,31 @@ def _first_after(t: pa.Table, ts: int, default: int) -> int:
     if idx < 0:
         return t.column("seq")[-1].as_py() + 1
     return t.column("seq")[idx].as_py()
+
+
+def _row_group_after(path: Path, ts: int) -> tuple[int, int] | None:
+    """Seqs [lo, hi) of the first row group of a sealed segment whose ts maximum is > `ts`,
+    from the footer's statistics (ts never decreases along the log, so every earlier row has
+    ts <= it); None when the footer cannot tell."""
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.read_metadata(str(path))
+        names = md.schema.names
+        seq_col, ts_col = names.index("seq"), names.index("ts")
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            ts_stats = rg.column(ts_col).statistics
+            if ts_stats is None or not ts_stats.has_min_max:
+                return None
+            if ts_stats.max > ts:
+                seq_stats = rg.column(seq_col).statistics
+                if seq_stats is None or not seq_stats.has_min_max:
+                    return None
+                return int(seq_stats.min), int(seq_stats.max) + 1
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return None
 
 
 def log_settings(cfg: LedgerSettings) -> LogSettings:

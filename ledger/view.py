@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -197,8 +198,8 @@ class View:
                 "close the other process's connection to it") from None
 
     def position(self) -> int | None:
-        row = self.con.execute("SELECT max(next_seq) FROM view_position").fetchone()
-        return row[0] if row else None
+        rows = self.con.execute("SELECT max(next_seq) FROM view_position").fetchall()
+        return rows[0][0] if rows else None
 
     def set_clock(self, now_ms: int) -> None:
         self.con.execute(f"SET VARIABLE ledger_now_ms = {int(now_ms)}")
@@ -287,3 +288,14 @@ class View:
 
     def close(self) -> None:
         self.con.close()
+
+
+def arrow_result(cursor: Any) -> pa.Table:
+    """A DuckDB result as Arrow: DuckDB 2 renamed `fetch_arrow_table` to `to_arrow_table` (and
+    warns about the copy a DB-API result makes, which these small results can afford)."""
+    import warnings
+
+    fetch = getattr(cursor, "to_arrow_table", None) or cursor.fetch_arrow_table
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return fetch()

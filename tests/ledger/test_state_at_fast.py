@@ -1,0 +1,241 @@
+"""`Ledger.state_at` answers in a few scans what the full STATE_AT_SQL query answers: the same
+rows on random ledgers with broadcast groups, mode changes and group deletes (at every time and
+seq, per group, through the Python fold and through the SQL over the fetched rows); and
+`_first_seq_after` reads one row group, so its answer is checked at row-group boundaries."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ledger.ledger as ledger_mod
+import ledger.timeline as timeline
+from ledger import Ledger
+from ledger.state import State, snapshot_rows
+from ledger.timeline import state_at_sql
+from ledger.view import arrow_result, segments_source
+from tests.conftest import T0, FakeClock
+from tests.ledger.test_properties import run_stream
+
+GROUPS = ("g1", "g2", "g3")
+TOPICS = ("t", "u")
+QUEUES = (0, 1)
+CLIENTS = ("c1", "c2", "c3")
+
+key = st.tuples(st.sampled_from(GROUPS), st.sampled_from(TOPICS), st.sampled_from(QUEUES))
+step_ms = st.sampled_from([0, 0, 1, 500, 1_500, 60_000, 130_000])
+
+command = st.one_of(
+    st.builds(lambda t, q, n: {"op": "queue_append", "topic": t, "queue_id": q, "count": n},
+              st.sampled_from(TOPICS), st.sampled_from(QUEUES), st.integers(1, 60)),
+    st.builds(lambda t, q, m: {"op": "queue_truncate", "topic": t, "queue_id": q,
+                               "min_offset": m},
+              st.sampled_from(TOPICS), st.sampled_from(QUEUES), st.integers(0, 120)),
+    st.builds(lambda k, c, m: {"op": "pull", "group": k[0], "topic": k[1], "queue_id": k[2],
+                               "client": c, "max": m},
+              key, st.sampled_from(CLIENTS), st.integers(1, 40)),
+    st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": k[1], "queue_id": k[2],
+                               "client": c, "offset": o},
+              key, st.sampled_from((*CLIENTS, None)), st.integers(0, 200)),
+    st.builds(lambda g, t, s: {"op": "reset", "group": g, "topic": t, "execute": True, **s},
+              st.sampled_from(GROUPS), st.sampled_from(TOPICS),
+              st.sampled_from([{"to_offset": 5}, {"to_earliest": True}, {"shift_by": -10},
+                               {"to_latest": True}])),
+    st.builds(lambda g, m, to: {"op": "group_set", "group": g, "mode": m, "client_timeout": to},
+              st.sampled_from(GROUPS), st.sampled_from(["clustering", "broadcast"]),
+              st.sampled_from([1_000, 2_000, 120_000])),
+    st.builds(lambda g: {"op": "group_delete", "group": g}, st.sampled_from(GROUPS)),
+)
+streams = st.lists(st.tuples(command, step_ms), min_size=1, max_size=80)
+
+
+def full_query(led: Ledger, *, ts: int | None = None, seq: int | None = None,
+               group: str | None = None) -> pa.Table:
+    """The state-at answer as before: STATE_AT_SQL over every group, in one query."""
+    if seq is not None:
+        seq_to = min(seq, led.log.next_seq)
+        at_ts = led._ts_before(seq_to)
+    else:
+        assert ts is not None
+        seq_to, at_ts = brute_first_seq_after(led, ts), ts
+    cps = [c for c in led.log.checkpoints() if c <= seq_to]
+    cp = cps[-1] if cps else 0
+    view = led._ready_view()
+    source = segments_source(
+        [s.path for s in led.log.segments() if s.end_seq > cp and s.base_seq < seq_to],
+        "events_tail")
+    sql = state_at_sql(source, led.log.checkpoint_path(cp) if cps else None, cp, seq_to, at_ts,
+                       group)
+    return arrow_result(view.con.execute(sql))
+
+
+def brute_first_seq_after(led: Ledger, ts: int) -> int:
+    data = led.log.read(columns=["seq", "ts"]).to_pydict()
+    for s, t in zip(data["seq"], data["ts"], strict=True):
+        if t > ts:
+            return s
+    return led.log.next_seq
+
+
+
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=streams, segment=st.sampled_from([5, 9, 1000]))
+def test_state_at_equals_the_full_query(tmp_path_factory, monkeypatch, stream, segment):
+    root = tmp_path_factory.mktemp("fast")
+    clock = FakeClock()
+    with Ledger.open(root, clock=clock, segment_events_max=segment,
+                     checkpoint_interval_events=7) as led:
+        times = run_stream(led, clock, stream)
+        led.log.settle()  # list a segment still sealing in the background
+        points = sorted({T0 - 1, *times, *(t - 1 for t in times), clock.now + 1})
+        for t in points:
+            want = full_query(led, ts=t)
+            got = led.state_at(ts=t)
+            assert got.schema == want.schema
+            assert got.to_pylist() == want.to_pylist(), t
+            # and both are the fold's answer at the prefix
+            state = State()
+            state.apply_columns(
+                led.log.read(seq_gte=0, seq_lt=brute_first_seq_after(led, t)).to_pydict())
+            assert [tuple(r.values()) for r in got.to_pylist()] == snapshot_rows(state, t)
+        for s in range(0, led.log.next_seq + 2, 3):
+            assert led.state_at(seq=s).to_pylist() == full_query(led, seq=s).to_pylist(), s
+        for g in GROUPS:
+            t = times[len(times) // 2]
+            assert (led.state_at(ts=t, group=g).to_pylist()
+                    == full_query(led, ts=t, group=g).to_pylist())
+        # the maybe-broadcast groups through STATE_AT_SQL over their fetched rows
+        monkeypatch.setattr(timeline, "BROADCAST_PYTHON_ROWS_MAX", 0)
+        for t in points[::3]:
+            assert led.state_at(ts=t).to_pylist() == full_query(led, ts=t).to_pylist(), t
+        monkeypatch.undo()
+
+
+def test_broadcast_set_in_the_range_and_at_the_checkpoint(tmp_path):
+    """A group at broadcast at the checkpoint, one set to it after, one set back to clustering,
+    one deleted: every branch of the split, against the full query."""
+    clock = FakeClock()
+    with Ledger.open(tmp_path / "d", clock=clock, segment_events_max=1000,
+                     checkpoint_interval_events=12) as led:
+        cmds = [{"op": "queue_append", "topic": t, "queue_id": q, "count": 100}
+                for t in TOPICS for q in QUEUES]
+        cmds += [{"op": "group_set", "group": "b0", "mode": "broadcast", "client_timeout": 2000},
+                 {"op": "group_set", "group": "back", "mode": "broadcast"}]
+        list(led.apply(cmds))
+        for i in range(12):
+            clock.advance(700)
+            for g in ("b0", "b1", "back", "gone", "plain"):
+                for c in CLIENTS[: 1 + i % 3]:
+                    list(led.apply([
+                        {"op": "pull", "group": g, "topic": "t", "queue_id": i % 2,
+                         "client": c, "max": 3},
+                        {"op": "commit", "group": g, "topic": "t", "queue_id": i % 2,
+                         "client": c, "offset": 10 * i + CLIENTS.index(c)}]))
+            if i == 4:
+                list(led.apply([{"op": "group_set", "group": "b1", "mode": "broadcast"},
+                                {"op": "group_set", "group": "back", "mode": "clustering"}]))
+            if i == 7:
+                list(led.apply([{"op": "group_delete", "group": "gone"}]))
+        led.log.settle()  # list a segment still sealing in the background
+        assert led.log.checkpoints(), "the test needs a checkpoint inside the history"
+        data = led.log.read(columns=["ts"]).column("ts").to_pylist()
+        for t in sorted(set(data))[::2] + [data[-1] + 10_000]:
+            assert led.state_at(ts=t).to_pylist() == full_query(led, ts=t).to_pylist(), t
+        assert any(r["consumer_group"] == "b0" for r in led.state_at(ts=data[-1]).to_pylist())
+
+
+# ------------------------------------------------------------ _first_seq_after at boundaries
+
+
+@pytest.fixture
+def small_row_groups(monkeypatch) -> Iterator[int]:
+    """Segments of 20 events in row groups of 4: the statistics pick one of five."""
+    make = ledger_mod.log_settings
+
+    def settings_with_small_row_groups(cfg):
+        return msgspec.structs.replace(make(cfg), row_group_events=4)
+
+    monkeypatch.setattr(ledger_mod, "log_settings", settings_with_small_row_groups)
+    yield 4
+
+
+def test_first_seq_after_at_row_group_boundaries(tmp_path, small_row_groups, monkeypatch):
+    clock = FakeClock()
+    root = tmp_path / "d"
+    with Ledger.open(root, clock=clock, segment_events_max=20) as led:
+        # ts advances every 3 events, so equal ts values straddle the 4-event row groups
+        for i in range(67):
+            if i % 3 == 0:
+                clock.advance(10)
+            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
+    with Ledger.open(root, clock=clock) as led:  # every full segment listed
+        clock.advance(10)
+        for _ in range(2):  # a tail after the last sealed event, two at the same ts
+            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
+        segments = led.log.segments()
+        assert len(segments) == 3 and led.log.tail().num_rows == led.log.next_seq - 60
+        assert all(pq.read_metadata(s.path).num_row_groups == 5 for s in segments)
+        ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
+        last_sealed = led.log.read(seq_lt=segments[-1].end_seq, columns=["ts"]).column("ts")
+        points = {T0 - 1, T0, ts[0] - 1, last_sealed[-1].as_py(), ts[-1], ts[-1] + 1,
+                  ts[-1] + 10_000}
+        points |= {t + d for t in ts for d in (-1, 0, 1)}
+        for t in sorted(points):
+            assert led._first_seq_after(t) == brute_first_seq_after(led, t), t
+        # the row group read is the one the statistics name, not the whole segment
+        reads = []
+        real = type(led.log).read
+
+        def counting_read(log, **kw):
+            reads.append((kw.get("seq_gte"), kw.get("seq_lt")))
+            return real(log, **kw)
+
+        monkeypatch.setattr(type(led.log), "read", counting_read)
+        assert led._first_seq_after(ts[45]) == brute_first_seq_after_plain(ts, ts[45])
+        monkeypatch.undo()
+        assert reads and all(hi - lo <= 4 for lo, hi in reads)
+
+
+def brute_first_seq_after_plain(ts: list[int], t: int) -> int:
+    return next((s for s, x in enumerate(ts) if x > t), len(ts))
+
+
+def test_first_seq_after_reads_the_whole_segment_without_statistics(
+        tmp_path, small_row_groups, monkeypatch):
+    clock = FakeClock()
+    with Ledger.open(tmp_path / "d", clock=clock, segment_events_max=20) as led:
+        for _ in range(45):
+            clock.advance(5)
+            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
+        led.log.settle()  # list a segment still sealing in the background
+        monkeypatch.setattr(ledger_mod, "_row_group_after", lambda path, ts: None)
+        ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
+        for t in [T0 - 1, *ts, ts[-1] + 1]:
+            assert led._first_seq_after(t) == brute_first_seq_after(led, t), t
+
+
+def test_row_group_after_names_the_first_row_group_past_ts(tmp_path, small_row_groups):
+    clock = FakeClock()
+    with Ledger.open(tmp_path / "d", clock=clock, segment_events_max=20) as led:
+        for i in range(20):
+            if i % 3 == 0:
+                clock.advance(10)
+            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
+        led.log.settle()  # list a segment still sealing in the background
+        (segment,) = led.log.segments()
+        ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
+    # ts by seq: 3 per value; row groups [0,4) [4,8) [8,12) [12,16) [16,20)
+    assert ledger_mod._row_group_after(segment.path, ts[0] - 1) == (0, 4)
+    assert ledger_mod._row_group_after(segment.path, ts[3]) == (4, 8)  # ts[3..5] equal: 3 | 4 5
+    assert ledger_mod._row_group_after(segment.path, ts[8]) == (8, 12)  # ts[6..8]: 6 7 | 8
+    assert ledger_mod._row_group_after(segment.path, ts[9]) == (12, 16)  # ts[9..11] in [8,12)
+    assert ledger_mod._row_group_after(segment.path, ts[-1]) is None
+    assert ledger_mod._row_group_after(tmp_path / "missing.parquet", 0) is None
