@@ -152,6 +152,15 @@ def _groups(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, index - np.maximum.accumulate(np.where(first, index, 0)) if len(ids) else index
 
 
+def stable_order(values: np.ndarray) -> np.ndarray:
+    """`np.argsort(values, kind="stable")` for non-negative integers: the default (SIMD, not
+    stable) sort of the unique keys value * n + index is about twice as fast as the stable one."""
+    n = len(values)
+    if not n or int(values.min()) < 0 or int(values.max()) >= (2**62) // n:
+        return np.argsort(values, kind="stable")
+    return np.argsort(values.astype(np.int64) * n + np.arange(n))
+
+
 def _group_ends(ids: np.ndarray) -> np.ndarray:
     """For ids sorted into groups of equal values: the index of each group's last row."""
     return np.nonzero(np.r_[ids[1:] != ids[:-1], True])[0] if len(ids) else np.zeros(0, np.int64)
@@ -328,7 +337,7 @@ class _VectorRun:
     def fold(self) -> None:
         rows = self.rows
         # rows sorted by key, then by line (one sort: rows are in line order already)
-        order = np.argsort(self.key_id_of[rows], kind="stable")
+        order = stable_order(self.key_id_of[rows])
         s = rows[order]
         sorted_ids = self.key_id_of[s]
         first, rank = _groups(sorted_ids)
@@ -619,7 +628,7 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
     events = pa.concat_tables([slow_table, init_events, vec_events])
     # a line's `initial` event comes before its pull: the stable sort keeps this order
     event_line = np.concatenate((np.asarray(slow_event_line, np.int64), init_rows, ev_rows))
-    order = np.argsort(event_line, kind="stable")
+    order = stable_order(event_line)
     events = events.take(pa.array(order, pa.int64()))
     sorted_lines = event_line[order]
     last_event = np.full(n, -1, np.int64)

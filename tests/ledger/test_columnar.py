@@ -340,3 +340,15 @@ def test_first_pulls_of_new_keys_fold_column_wise_with_their_initial_event(tmp_p
         ("late-0", 55, "policy latest"), ("early-1", 20, "policy earliest"),
         ("late-2", 60, "policy latest"), ("early-3", 20, "policy earliest"),
         ("late-4", 65, "policy latest"), ("early-5", 20, "policy earliest")]
+
+
+@pytest.mark.parametrize("values", [
+    [], [5], [3, 1, 3, 0, 1, 3], list(range(50, 0, -1)) * 3,
+    [2**61, 1, 2**61, 0],  # too large for value * n + index: the stable sort itself
+    [-1, 2, -1, 0],  # negative: the same
+])
+def test_stable_order_is_a_stable_argsort(values):
+    import numpy as np
+
+    a = np.asarray(values, np.int64)
+    assert columnar.stable_order(a).tolist() == np.argsort(a, kind="stable").tolist()
