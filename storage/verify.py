@@ -306,8 +306,9 @@ def _note_unlisted(fs: FileSystem, root: Path, manifest: Manifest, report: LogVe
         for file in found:
             if ours(file) and file not in listed:
                 report.notes.append(
-                    f"{directory.name}/{file}: not in the manifest (left by an interrupted seal, "
-                    "checkpoint or swap); deleted on the next writer open")
+                    f"{directory.name}/{file}: not in the manifest (a seal a running writer has "
+                    "not listed yet, or left by an interrupted seal, checkpoint or swap); "
+                    "deleted on the next writer open")
 
 
 def _one_line(exc: BaseException) -> str:
