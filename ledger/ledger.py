@@ -112,6 +112,8 @@ class Ledger:
         self._unusable: str | None = None
         self._closed = False
         self._batches_since_flush = 0
+        # a seal listed by a read (`_settle_log`): the next append checkpoints at it
+        self._seal_without_checkpoint = False
         self._last_flush = time.monotonic()
         self._events_segments: tuple | None = None
 
@@ -174,7 +176,7 @@ class Ledger:
         self._closed = True
         try:
             if not self.readonly and self._unusable is None:
-                self._settle_log()
+                self._settle_log(checkpoint=True)
                 self.flush_view()
         finally:
             self.view.close()
@@ -222,8 +224,9 @@ class Ledger:
         # the next seal or interval checkpoints again, and touched rows stay dirty until a
         # flush succeeds (every read flushes first, and reports the error then).
         cps = self.log.checkpoints()
-        checkpoint = result.sealed or (self.log.next_seq - (cps[-1] if cps else 0)
-                                       >= self.settings.checkpoint_interval_events)
+        checkpoint = (result.sealed or self._seal_without_checkpoint
+                      or (self.log.next_seq - (cps[-1] if cps else 0)
+                          >= self.settings.checkpoint_interval_events))
         self._batches_since_flush += 1
         flush = (self._batches_since_flush >= self.settings.view_flush_batches
                  or (time.monotonic() - self._last_flush) * 1000 >= self.settings.view_flush_ms)
@@ -238,19 +241,27 @@ class Ledger:
             logger.warning("derived data not written after a durable append (retried later): %s", e)
         return result.first_seq
 
-    def _settle_log(self) -> None:
-        """List a segment still sealing in the background, and checkpoint at it as every seal
-        does; a failure is logged (the WAL stays the source and the next open seals it)."""
+    def _settle_log(self, *, checkpoint: bool = False) -> None:
+        """Wait for a segment the log is sealing in the background and list it, so that reads
+        find it as Parquet rather than as WAL rows. Its checkpoint is written now if
+        `checkpoint` (at close), else by the next append (a read may come in the middle of an
+        apply, while folded positions are not yet written back). A failure is logged: the WAL
+        stays the source, and the next change or open seals again."""
+        if self.readonly:
+            return
         try:
             if self.log.settle():
+                self._seal_without_checkpoint = True
+            if checkpoint and self._seal_without_checkpoint:
                 self._checkpoint()
         except (StorageError, OSError) as e:
-            logger.warning("sealing at close failed (the next open seals again): %s", e)
+            logger.warning("a background seal could not be listed (retried later): %s", e)
 
     def _checkpoint(self) -> None:
         table = state_to_table(self.state)
         meta = {CHECKPOINT_TS_KEY: str(self.state.last_ts).encode()}
         self.log.write_checkpoint(self.log.next_seq, table.replace_schema_metadata(meta))
+        self._seal_without_checkpoint = False
 
     def flush_view(self) -> None:
         if self.readonly:
@@ -499,6 +510,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ reads
     def _ready_view(self) -> View:
+        self._settle_log()
         self.flush_view()
         self.view.set_clock(self.now_ms())
         segs = tuple(self.log.segment_paths())
@@ -605,6 +617,7 @@ class Ledger:
         (events before it): from the newest checkpoint at or before it plus the log, in DuckDB."""
         if (ts is None) == (seq is None):
             raise InvalidInput("state_at needs exactly one of ts or seq")
+        self._settle_log()
         end = self.log.next_seq
         if seq is not None:
             seq_to = min(check_offset(seq, "seq"), end)

@@ -277,6 +277,27 @@ def test_segments_sealed_in_the_background_get_their_checkpoint_and_close_lists_
         assert again.snapshot() == _run(tmp_path / "dicts", _as_dicts(table))[2]
 
 
+def test_a_read_lists_a_background_seal_and_the_next_append_checkpoints_at_it(tmp_path):
+    """A seal finished in the background is listed by the next read too (state_at, SQL), so
+    reads scan Parquet, not a segment's worth of WAL rows; the checkpoint follows at the next
+    append (a read may come in the middle of an apply)."""
+    table = commands_table(12_000, seed=9, groups=10, topics=2, queues=3)
+    with Ledger.open(tmp_path, clock=FakeClock(), segment_events_max=5_000,
+                     checkpoint_interval_events=10**9) as led:
+        led.apply_arrow(table.slice(0, 10_000))
+        listed = [s.end_seq for s in led.log.segments()]
+        assert led.log.tail().num_rows >= 5_000  # a full segment still sealing
+        cps = led.log.checkpoints()
+        led.state_at(seq=led.log.next_seq)
+        after = led.log.segments()
+        assert len(after) > len(listed) and {s.events for s in after} == {5_000}
+        assert led.log.tail().num_rows < 5_000
+        assert after[-1].end_seq + led.log.tail().num_rows == led.log.next_seq
+        assert led.log.checkpoints() == cps  # none written by the read
+        led.apply_arrow(table.slice(10_000, 10))
+        assert led.log.checkpoints()[-1] == led.log.next_seq
+
+
 def test_state_between_yielded_batches_is_current(tmp_path):
     """`apply` yields a batch's results once durable; the caller may read the state then."""
     table = commands_table(20_000, seed=9, groups=6, topics=2, queues=3)
