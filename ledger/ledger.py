@@ -645,7 +645,7 @@ class Ledger:
         """A cursor of the view's database of its own (the tail registered there when it holds
         events [seq_from, seq_to)) and a SELECT over the sealed segments and that tail. No view
         flush: only the log and the checkpoints are read."""
-        tail = self.log.tail()  # before the segments: a seal published in between repeats rows
+        tail = self.log.tail()  # the active segment (state_at listed any running seal first)
         self.log.segment_paths()  # each sealed file's crc32c, once per process (DuckDB reads)
         paths = [s.path for s in self.log.segments() if s.end_seq > seq_from and s.base_seq < seq_to]
         con = self.view.con.cursor()
@@ -659,11 +659,11 @@ class Ledger:
 
     def _first_seq_after(self, ts: int) -> int:
         """The first seq whose ts is > `ts` (ts never goes backwards along the log)."""
-        tail = self.log.tail()  # before the segments, as in `_state_at_source`
         segments = self.log.segments()
         for s in segments:
             if s.ts_max > ts:
                 return self._first_seq_after_in(s, ts)
+        tail = self.log.tail()
         base = segments[-1].end_seq if segments else self.log.start_seq
         return _first_after(tail.select(["seq", "ts"]), ts, base if tail.num_rows else
                             self.log.next_seq)

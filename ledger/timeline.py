@@ -235,7 +235,7 @@ EMPTY_CHECKPOINT = (
     "WHERE false)"
 )
 
-RESULT_SCHEMA = pa.schema([
+STATE_AT_SCHEMA = pa.schema([
     pa.field("consumer_group", pa.string()),
     pa.field("topic", pa.string()),
     pa.field("queue_id", pa.int32()),
@@ -304,7 +304,7 @@ def state_at_table(
     if len(broadcast):
         keep = pc.and_(keep, pc.invert(pc.is_in(scanned.column("consumer_group"),
                                                 value_set=broadcast)))
-    clustering = scanned.select(RESULT_SCHEMA.names).filter(keep).cast(RESULT_SCHEMA)
+    clustering = scanned.select(STATE_AT_SCHEMA.names).filter(keep).cast(STATE_AT_SCHEMA)
     if not len(broadcast):
         return clustering
     parts = [listed, cp_rows]
@@ -364,10 +364,10 @@ def _listed_rows(scanned: pa.Table) -> pa.Table:
 
 
 def _result_table(rows: list[Row]) -> pa.Table:
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(RESULT_SCHEMA)
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(STATE_AT_SCHEMA)
     return pa.Table.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, RESULT_SCHEMA, strict=True)],
-        schema=RESULT_SCHEMA)
+        [pa.array(c, f.type) for c, f in zip(columns, STATE_AT_SCHEMA, strict=True)],
+        schema=STATE_AT_SCHEMA)
 
 
 def _broadcast_by_sql(
@@ -385,7 +385,7 @@ def _broadcast_by_sql(
             seq_from=seq_from, seq_to=seq_to, at_ts=at_ts, group_filter=""))
     finally:
         con.unregister(_ROWS_NAME)
-    return table.cast(RESULT_SCHEMA)
+    return table.cast(STATE_AT_SCHEMA)
 
 
 def broadcast_rows(rows: pa.Table, at_ts: int) -> list[Row]:

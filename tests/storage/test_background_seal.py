@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from storage import LogSettings, SegmentedLog, names
+from storage import LogSettings, SegmentedLog, SettingsError, names
 from storage.errors import LogFailedError
 from tests.storage.storage_helpers import FaultyFS, concat, make_rows, open_log, with_seqs
 from tests.storage.test_recovery import _appended, _run_until_done
@@ -159,5 +159,5 @@ def test_a_failed_fsync_in_the_sealer_fails_the_log_and_reopening_keeps_every_ro
 
 
 def test_seal_in_background_must_be_a_boolean() -> None:
-    with pytest.raises(Exception, match="seal_in_background must be true or false"):
+    with pytest.raises(SettingsError, match="seal_in_background must be true or false"):
         LogSettings(seal_in_background=1)  # type: ignore[arg-type]
