@@ -32,10 +32,10 @@ import typer
 from typer.core import TyperGroup
 
 from ledger.errors import InvalidInput, LedgerError, RefusedError
-from ledger.timeparse import iso, parse_duration, parse_time
+from ledger.timeparse import check_time, iso, parse_duration
 
 if TYPE_CHECKING:
-    from ledger import Ledger, ResetPlan
+    from ledger import Ledger, Result
 
 PROG = "offset-ledger"
 DATA_DIR_ENV = "OFFSET_LEDGER_DATA_DIR"
@@ -284,12 +284,24 @@ def open_reader(ctx: typer.Context) -> Iterator[Ledger]:
 
 def time_arg(text: str, what: str) -> int | None:
     """Epoch ms of a user's time; None for `now` (the ledger's clock decides)."""
+    from ledger.timeparse import parse_time
+
     if text.strip() == "now":
         return None
     try:
         return parse_time(text)
     except InvalidInput as e:
         raise InvalidInput(f"{what}: {e}") from None
+
+
+def result_doc(result: Result) -> dict[str, Any]:
+    """A command's result as printed (its `apply` object without the line number)."""
+    from ledger.results import to_dict
+
+    doc = to_dict(result)
+    doc.pop("line", None)
+    doc.pop("op", None)
+    return doc
 
 
 def duration_arg(text: str | None, what: str) -> int | None:
@@ -323,27 +335,6 @@ def source_name(kind: str, path: str, given: str | None) -> str:
         return given
     name = re.sub(r"[^A-Za-z0-9._\-%|]", "_", Path(path).name if path != "-" else "stdin")
     return f"{kind}:{name}"[:249]
-
-
-def parse_scope_topics(topics: Sequence[str]) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
-    """`T` (every queue of T) or `T:0,2` (queues 0 and 2), merged per topic."""
-    merged: dict[str, set[int] | None] = {}
-    for spec in topics:
-        name, _, queues = spec.partition(":")
-        if not _:
-            merged[name] = None
-            continue
-        try:
-            ids = {int(q) for q in queues.split(",")}
-        except ValueError:
-            raise InvalidInput(
-                f"invalid --topic {spec!r}: queue ids must be integers, like {name}:0,2") from None
-        if any(i < 0 for i in ids):
-            raise InvalidInput(f"invalid --topic {spec!r}: queue ids must not be negative")
-        if name in merged and merged[name] is None:
-            continue
-        merged[name] = (merged.get(name) or set()) | ids
-    return tuple((t, None if q is None else tuple(sorted(q))) for t, q in merged.items())
 
 
 # ====================================================================== the app
@@ -425,10 +416,12 @@ def queue_append(
     as_json: bool = json_opt(),
 ) -> None:
     """Append N messages to a queue (advances MaxOffset)."""
-    store_ts = time_arg(store_time, "--store-time") if store_time is not None else None
+    from ledger import QueueAppend
+
     with open_writer(ctx) as led:
-        out = led.queue_append(topic, queue, count, store_ts)
-    emit(out, as_json, QUEUE_COLUMNS)
+        out = led.submit_one(QueueAppend(topic=topic, queue_id=queue, count=count,
+                                         store_time=store_time))
+    emit(result_doc(out), as_json, QUEUE_COLUMNS)
 
 
 @queue_app.command("truncate")
@@ -441,9 +434,11 @@ def queue_truncate(
     as_json: bool = json_opt(),
 ) -> None:
     """Advance a queue's MinOffset, as broker retention does."""
+    from ledger import QueueTruncate
+
     with open_writer(ctx) as led:
-        out = led.queue_truncate(topic, queue, min_offset)
-    emit(out, as_json, QUEUE_COLUMNS)
+        out = led.submit_one(QueueTruncate(topic=topic, queue_id=queue, min_offset=min_offset))
+    emit(result_doc(out), as_json, QUEUE_COLUMNS)
 
 
 @queue_app.command("list")
@@ -472,14 +467,12 @@ def group_set(
     as_json: bool = json_opt(),
 ) -> None:
     """Create a group or change its settings (recorded as a group_config event)."""
-    if initial is not None and initial.startswith("timestamp:"):
-        ts = time_arg(initial.split(":", 1)[1], "--initial timestamp")
-        initial = f"timestamp:{ts if ts is not None else int(time.time() * 1000)}"
-    timeout_ms = duration_arg(client_timeout, "--client-timeout")
+    from ledger import GroupSet
+
     with open_writer(ctx) as led:
-        out = led.group_set(group, mode=mode, initial=initial, client_timeout_ms=timeout_ms,
-                            actor=default_actor())
-    emit(out, as_json)
+        out = led.submit_one(GroupSet(group=group, mode=mode, initial=initial,  # type: ignore[arg-type]
+                                      client_timeout=client_timeout, actor=default_actor()))
+    emit(result_doc(out), as_json, ("consumer_group", "mode", "initial", "client_timeout_ms"))
 
 
 @group_app.command("list")
@@ -498,9 +491,11 @@ def group_delete(
     as_json: bool = json_opt(),
 ) -> None:
     """Remove a group's offsets (a delete event per queue), active clients or not."""
+    from ledger import GroupDelete
+
     with open_writer(ctx) as led:
-        out = led.group_delete(group, actor=default_actor())
-    emit(out, as_json)
+        out = led.submit_one(GroupDelete(group=group, actor=default_actor()))
+    emit(result_doc(out), as_json, ("consumer_group", "queues_deleted"))
 
 
 # ---------------------------------------------------------------------- pull / commit
@@ -515,9 +510,12 @@ def pull(
     as_json: bool = json_opt(),
 ) -> None:
     """Pull: where the client should read next, with the generation to commit under."""
+    from ledger import Pull
+
     with open_writer(ctx) as led:
-        r = led.pull(group, topic, queue, client=client, max_count=max_count)
-    emit({"next_offset": r.next_offset, "generation": r.generation, "count": r.count}, as_json)
+        out = led.submit_one(Pull(group=group, topic=topic, queue_id=queue, client=client,
+                                  max=max_count))
+    emit(result_doc(out), as_json, ("next_offset", "generation", "count"))
 
 
 @app.command()
@@ -535,41 +533,20 @@ def commit(
     as_json: bool = json_opt(),
 ) -> None:
     """Commit an offset; exit 1 when a rule refuses it (stale, fenced, invalid)."""
+    from ledger import Commit, CommitResult
+
     with open_writer(ctx) as led:
-        r = led.commit(group, topic, queue, offset, client=client, generation=generation)
-    emit({"accepted": r.accepted, "reason": r.reason, "offset": r.offset}, as_json)
+        r = led.submit_one(Commit(group=group, topic=topic, queue_id=queue, offset=offset,
+                                  client=client, generation=generation))
+    assert isinstance(r, CommitResult)
+    emit(result_doc(r), as_json, ("accepted", "reason", "offset"))
     if not r.accepted:
         note(f"commit refused: {r.reason} (the committed offset stays {_cell(r.offset)})")
         raise typer.Exit(EXIT_REFUSED)
 
 
 # ---------------------------------------------------------------------- reset
-SCENARIO_FLAGS = ("--to-offset", "--to-datetime", "--to-earliest", "--to-latest", "--to-current",
-                  "--shift-by", "--by-duration", "--to-state-at", "--from-file")
-
-
-def plan_doc(plan: ResetPlan, executed: bool, **extra: Any) -> dict[str, Any]:
-    """reset --json: {"executed", "plan"} plus the message counts and the queues left out."""
-    return {"executed": executed, "plan": plan.rows(),
-            "messages_replayed": plan.messages_replayed,
-            "messages_skipped": plan.messages_skipped,
-            "skipped_queues": [{"topic": t, "queue_id": q} for t, q in plan.skipped], **extra}
-
-
-def emit_plan(plan: ResetPlan, executed: bool, as_json: bool, export: bool) -> None:
-    rows = plan.rows()
-    replayed, skipped = plan.messages_replayed, plan.messages_skipped
-    if export:
-        from ledger.importers import to_kafka_csv
-
-        sys.stdout.write(to_kafka_csv([(r["topic"], r["queue_id"], r["to_offset"]) for r in rows]))
-    elif as_json:
-        emit_json(plan_doc(plan, executed))
-    elif rows:
-        sys.stdout.write(render_table(rows, PLAN_COLUMNS))
-    if not rows:
-        note(f"nothing to reset: group {plan.group!r} has no offsets in scope")
-    note(f"{len(rows)} queue(s): {replayed} message(s) to replay, {skipped} to skip")
+PLAN_COLUMNS = ("consumer_group", "topic", "queue_id", "from_offset", "to_offset")
 
 
 @app.command()
@@ -609,70 +586,58 @@ def reset(
 ) -> None:
     """Reset a group's offsets (Kafka --reset-offsets, RocketMQ resetOffsetByTime); a dry run
     unless --execute."""
-    from ledger.commands import scenario_from
-    from ledger.reset import Scenario, Scope
+    from ledger import Reset
 
     if dry_run and execute:
         raise InvalidInput("use either --dry-run or --execute, not both")
     if export and as_json:
         raise InvalidInput("use either --export or --json, not both")
-    values = {"to_offset": to_offset, "to_datetime": to_datetime, "to_earliest": to_earliest,
-              "to_latest": to_latest, "to_current": to_current, "shift_by": shift_by,
-              "by_duration": by_duration, "to_state_at": to_state_at, "from_file": from_file}
-    given = [f"--{k.replace('_', '-')}" for k, v in values.items() if v not in (None, False)]
-    if len(given) != 1:
-        raise InvalidInput(
-            f"reset needs exactly one scenario of {', '.join(SCENARIO_FLAGS)}; "
-            f"got {', '.join(given) if given else 'none'}")
-    targets = scope = None
-    if from_file is not None:
-        if topic or all_topics:
-            raise InvalidInput("--from-file is the scope: drop --topic/--all-topics")
-        from ledger.importers import parse_kafka_csv
-
-        rows = parse_kafka_csv(read_text(from_file, "--from-file"), group)
-        targets = {(g, t, q): o for g, t, q, o in rows}
-        others = sorted({g for g, *_ in rows if g != group})
-        if others:
-            note(f"ignoring rows for other groups: {', '.join(others)}")
-    elif all_topics and topic:
-        raise InvalidInput("use either --topic or --all-topics, not both")
-    elif not all_topics and not topic:
-        raise InvalidInput("reset needs a scope: --topic T, --topic T:0,1 or --all-topics")
-    else:
-        scope = Scope(all_topics=True) if all_topics else Scope(topics=parse_scope_topics(topic))
-    opener = open_writer if execute else open_reader
-    with opener(ctx) as led:
-        if from_file is not None:
-            scenario = Scenario("from_file")
-        else:
-            key = given[0][2:].replace("-", "_")
-            scenario = scenario_from({key: values[key]}, led.now_ms())
-        try:
-            plan = led.reset(group, scenario, scope=scope, targets=targets,
-                             backward_only=backward_only, actor=actor or default_actor(),
-                             reason=reason)
-        except RefusedError as e:
-            if as_json:
-                emit_json({"executed": False, "plan": [], "refused": e.reason, "error": str(e)})
-            raise
-        if plan.skipped:
-            names = ", ".join(f"{t}:{q}" for t, q in plan.skipped)
-            note(f"left out {len(plan.skipped)} queue(s) where group {group!r} had no offset "
-                 f"at {to_state_at}: {names}")
-        if execute and plan.items:
-            try:
-                plan.execute(force=force)
-            except RefusedError as e:  # the policy refused it (and recorded reset_refused)
-                if as_json:
-                    emit_json(plan_doc(plan, False, refused=e.reason, error=str(e)))
-                raise
-    emit_plan(plan, execute, as_json, export)
-    if execute:
-        note(f"reset executed by {plan.actor}: the next pull of each queue starts at its "
+    command = Reset(
+        group=group, topics=list(topic) if topic else None, all_topics=all_topics,
+        to_offset=to_offset, to_datetime=to_datetime, to_earliest=to_earliest,
+        to_latest=to_latest, to_current=to_current, shift_by=shift_by, by_duration=by_duration,
+        to_state_at=to_state_at,
+        from_csv=read_text(from_file, "--from-file") if from_file is not None else None,
+        backward_only=backward_only, execute=execute, force=force,
+        actor=actor or default_actor(), reason=reason)
+    with (open_writer if execute else open_reader)(ctx) as led:
+        result = led.run_reset(command)
+    doc = result_doc(result)
+    if result.error is not None:
+        if as_json:
+            emit_json(doc)
+        raise RefusedError(result.refused or "refused", result.error)
+    emit_plan(doc, as_json, export)
+    if result.executed:
+        note(f"reset executed by {command.actor}: the next pull of each queue starts at its "
              "new offset; commits from before the reset are fenced")
     else:
         note("dry run: nothing changed (add --execute to apply)")
+
+
+def emit_plan(doc: dict[str, Any], as_json: bool, export: bool) -> None:
+    """A reset's plan as JSON, Kafka CSV or a table, then what it means for people."""
+    rows = doc["plan"]
+    if export:
+        from ledger.importers import to_kafka_csv
+
+        sys.stdout.write(to_kafka_csv([(r["topic"], r["queue_id"], r["to_offset"]) for r in rows]))
+    elif as_json:
+        emit_json(doc)
+    elif rows:
+        sys.stdout.write(render_table(rows, PLAN_COLUMNS))
+    if doc.get("ignored_groups"):
+        note(f"ignoring rows for other groups: {', '.join(doc['ignored_groups'])}")
+    if doc.get("skipped_queues"):
+        names = ", ".join(f"{q['topic']}:{q['queue_id']}" for q in doc["skipped_queues"])
+        note(f"left out {len(doc['skipped_queues'])} queue(s) where group "
+             f"{doc['consumer_group']!r} had no offset at that time: {names}")
+    if not rows:
+        note(f"nothing to reset: group {doc['consumer_group']!r} has no offsets in scope")
+    note(f"{len(rows)} queue(s): {doc['messages_replayed']} message(s) to replay, "
+         f"{doc['messages_skipped']} to skip")
+    if doc.get("policy"):
+        note(doc["policy"])
 
 
 # ---------------------------------------------------------------------- reads
@@ -706,21 +671,12 @@ def history(
     as_json: bool = json_opt(),
 ) -> None:
     """Events (who moved which offset, when, from what to what), oldest first."""
-    from ledger.events import KINDS
-
-    if kind is not None and kind not in KINDS:
-        raise InvalidInput(f"invalid kind {kind!r}: use one of {', '.join(KINDS)}")
-    if limit is not None and limit < 0:
-        raise InvalidInput(f"invalid --limit {limit}: must not be negative")
-    since_ts = time_arg(since, "--since") if since is not None else None
-    until_ts = time_arg(until, "--until") if until is not None else None
+    for value, what in ((since, "since"), (until, "until")):
+        if value is not None:
+            check_time(value, what)
     with open_reader(ctx) as led:
-        now = led.now_ms()
-        table = led.history(
-            group=group, topic=topic, queue_id=queue, kind=kind,
-            since_ms=(now if since_ts is None else since_ts) if since is not None else None,
-            until_ms=(now if until_ts is None else until_ts) if until is not None else None,
-            limit=limit)
+        table = led.history(group=group, topic=topic, queue_id=queue, kind=kind,
+                            since_ms=since, until_ms=until, limit=limit)
         rows = [event_row(e) for e in table.to_pylist()]
     emit(rows, as_json, HISTORY_COLUMNS, empty="no events")
 
@@ -733,9 +689,9 @@ def at(
     as_json: bool = json_opt(),
 ) -> None:
     """Committed offsets as they were at ledger time TIME."""
-    ts = time_arg(when, "TIME")
+    check_time(when, "time")
     with open_reader(ctx) as led:
-        table = led.state_at(ts=led.now_ms() if ts is None else ts, group=group)
+        table = led.state_at(ts=when, group=group)
     cols = ("consumer_group", "topic", "queue_id", "committed_offset", "generation")
     rows = [{c: r.get(c) for c in cols} for r in table.to_pylist()]
     emit(rows, as_json, cols, empty="no offsets at that time")
@@ -749,9 +705,9 @@ def lookup(
     as_json: bool = json_opt(),
 ) -> None:
     """Per queue: the first message stored at or after TIME (Kafka ListOffsets)."""
-    ts = time_arg(datetime_, "--datetime")
+    check_time(datetime_, "datetime")
     with open_reader(ctx) as led:
-        rows = led.offsets_for_time(topic, led.now_ms() if ts is None else ts)
+        rows = led.offsets_for_time(topic, datetime_)
     emit(rows, as_json, ("topic", "queue_id", "offset"), empty=f"no queues of topic {topic!r}")
 
 
@@ -786,18 +742,15 @@ def export(
 ) -> None:
     """The group's committed offsets as Kafka reset CSV (re-importable with reset --from-file)."""
     with open_reader(ctx) as led:
-        text = led.export_csv(group)
+        rows = led.export_rows(group)
     if as_json:
-        rows = []
-        for line in text.splitlines():
-            t, q, o = line.split(",")
-            rows.append({"consumer_group": group, "topic": t, "queue_id": int(q),
-                         "offset": int(o)})
         emit_json(rows)
-    else:
-        sys.stdout.write(text)
-        if not text:
-            note(f"no offsets for group {group!r}")
+        return
+    from ledger.importers import to_kafka_csv
+
+    sys.stdout.write(to_kafka_csv([(r["topic"], r["queue_id"], r["offset"]) for r in rows]))
+    if not rows:
+        note(f"no offsets for group {group!r}")
 
 
 # ---------------------------------------------------------------------- sync
@@ -850,27 +803,6 @@ def sync_kafka_csv(
 
 
 # ---------------------------------------------------------------------- apply
-def ndjson_commands(stream: Iterable[bytes], on_batch_boundary: Callable[[], None],
-                    on_bytes: Callable[[float], None]) -> Iterator[Any]:
-    """Decoded lines; an undecodable line becomes an InvalidInput naming it. The ledger pulls the
-    next line only after yielding the results it has, so each pull is a batch boundary."""
-    import msgspec
-
-    decoder = msgspec.json.Decoder()
-    for line_no, raw in enumerate(stream, start=1):
-        on_batch_boundary()
-        on_bytes(len(raw))
-        text = raw.strip()
-        if not text:
-            yield InvalidInput(f"line {line_no}: empty line")
-            continue
-        try:
-            yield decoder.decode(text)
-        except msgspec.DecodeError as e:
-            yield InvalidInput(f"line {line_no}: invalid JSON: {e}")
-    on_batch_boundary()
-
-
 @app.command()
 def apply(
     ctx: typer.Context,
@@ -880,72 +812,75 @@ def apply(
                                     "absent, which folds column-wise."),
     as_json: bool = json_opt(),
 ) -> None:
-    """Apply NDJSON commands in batches; one JSON result per input line on stdout, always."""
+    """Apply commands in batches; one JSON result per input line on stdout, always. Exit 0 when
+    the input could be read (lines a rule refused carry `error`), 1 when every line failed."""
+    import msgspec
+
     if file != "-" and file.endswith(".parquet"):
-        _apply_parquet(ctx, Path(file), as_json)
-        return
-    if file == "-":
-        stream: Any = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin
-        total = None
+        table = read_parquet(file)
+        with progress_bar("apply", table.num_rows, not as_json) as advance, \
+                open_writer(ctx) as led:
+            encode = msgspec.json.Encoder().encode
+            chunks = ((b"".join(encode(r) + b"\n" for r in part), len(part),
+                       sum(r.error is not None for r in part))
+                      for part in led.apply_table(table))
+            lines, errors = _write_results(chunks, advance)
     else:
-        path = Path(file)
-        if not path.is_file():
-            raise InvalidInput(f"apply file {file!r} does not exist")
-        stream = path.open("rb")
-        total = path.stat().st_size
-    out = sys.stdout
-    dirty = [False]
-
-    def boundary() -> None:
-        if dirty[0]:
-            out.flush()
-            dirty[0] = False
-
-    import msgspec
-
-    encode = msgspec.json.Encoder(enc_hook=_json_default).encode
-    counts = {"lines": 0, "errors": 0}
-    try:
-        with progress_bar("apply", total, not as_json) as advance, open_writer(ctx) as led:
-            for result in led.apply(ndjson_commands(stream, boundary, advance)):
-                out.write(encode(result).decode() + "\n")
-                dirty[0] = True
-                counts["lines"] += 1
-                counts["errors"] += "error" in result
-            boundary()
-    finally:
-        if file != "-":
-            stream.close()
+        stream, total = open_input(file)
+        try:
+            with progress_bar("apply", total, not as_json) as advance, open_writer(ctx) as led:
+                lines, errors = _write_results(led.apply_ndjson(stream, on_bytes=advance), None)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
     if not as_json:
-        note(f"applied {counts['lines']} line(s), {counts['errors']} with an error")
+        note(f"applied {lines} line(s), {errors} with an error")
+    if lines and errors == lines:
+        note("every line failed: nothing was applied")
+        raise typer.Exit(EXIT_REFUSED)
 
 
-def _apply_parquet(ctx: typer.Context, path: Path, as_json: bool) -> None:
-    """`apply` of a Parquet command table: the column-wise path, results as JSON lines."""
-    import msgspec
+def _write_results(chunks: Iterable[Any], advance: Callable[[float], None] | None
+                   ) -> tuple[int, int]:
+    """Results as they become durable, a batch at a time; (lines, lines with an error)."""
+    out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+    lines = errors = 0
+    for data, n, bad in chunks:
+        if out is not None:
+            out.write(data)
+            out.flush()
+        else:
+            sys.stdout.write(data.decode())
+            sys.stdout.flush()
+        lines += n
+        errors += bad
+        if advance is not None:
+            advance(n)
+    return lines, errors
+
+
+def open_input(file: str) -> tuple[Any, int | None]:
+    """A binary stream of a file or stdin (-), with its size when known."""
+    if file == "-":
+        return (sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(
+            sys.stdin.read().encode())), None
+    path = Path(file)
+    if not path.is_file():
+        raise InvalidInput(f"apply file {file!r} does not exist")
+    return path.open("rb"), path.stat().st_size
+
+
+def read_parquet(file: str) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    path = Path(file)
     if not path.is_file():
-        raise InvalidInput(f"apply file {str(path)!r} does not exist")
+        raise InvalidInput(f"apply file {file!r} does not exist")
     try:
-        table = pq.read_table(path)
+        return pq.read_table(path)
     except (pa.ArrowException, OSError) as e:
-        raise InvalidInput(f"unreadable Parquet file {str(path)!r}: {str(e).splitlines()[0]}") from None
-    encode = msgspec.json.Encoder(enc_hook=_json_default).encode
-    out = sys.stdout
-    lines = errors = 0
-    with progress_bar("apply", table.num_rows, not as_json) as advance, open_writer(ctx) as led:
-        for result in led.apply(table):
-            out.write(encode(result).decode() + "\n")
-            lines += 1
-            errors += "error" in result
-            if lines % 4096 == 0:
-                advance(4096)
-                out.flush()
-        out.flush()
-    if not as_json:
-        note(f"applied {lines} line(s), {errors} with an error")
+        raise InvalidInput(f"unreadable Parquet file {file!r}: {str(e).splitlines()[0]}") from None
 
 
 # ---------------------------------------------------------------------- maintenance
@@ -1023,209 +958,10 @@ def verify_text(s: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------- demo
-DEMO_SPARK_ENV = "OFFSET_LEDGER_DEMO_SPARK"
-DEMO_TOPIC, DEMO_GROUP, DEMO_QUEUES, DEMO_MINUTES, DEMO_PER_MINUTE = "orders", "billing", 4, 100, 25
-DEMO_OUTAGE = (60, 75)  # minutes after the story starts
-
-
 def invoke(args: Sequence[str]) -> int:
     """Run this CLI in-process (how the demo types a command); returns the exit code."""
     command = typer.main.get_command(app)
     return command.main(args=list(args), prog_name=PROG, standalone_mode=False)
-
-
-def demo_commands(start_ms: int) -> list[dict[str, Any]]:
-    """The first 100 minutes: producers append 25 messages a minute to each of 4 queues, the
-    group pulls and commits 30 s later. Each line's `ts` is its ledger time (injected clock)."""
-    lines: list[dict[str, Any]] = [
-        {"op": "group_set", "group": DEMO_GROUP, "initial": "earliest", "ts": start_ms - 60_000}]
-    for m in range(DEMO_MINUTES):
-        ts = start_ms + m * 60_000
-        for q in range(DEMO_QUEUES):
-            lines.append({"op": "queue_append", "topic": DEMO_TOPIC, "queue_id": q,
-                          "count": DEMO_PER_MINUTE, "store_time": ts, "ts": ts})
-        for q in range(DEMO_QUEUES):
-            client = f"billing-{q % 2 + 1}"
-            lines.append({"op": "pull", "group": DEMO_GROUP, "topic": DEMO_TOPIC, "queue_id": q,
-                          "client": client, "max": 32, "ts": ts + 30_000})
-            lines.append({"op": "commit", "group": DEMO_GROUP, "topic": DEMO_TOPIC,
-                          "queue_id": q, "client": client, "offset": (m + 1) * DEMO_PER_MINUTE,
-                          "ts": ts + 31_000})
-    return lines
-
-
-def reconsume_commands(from_offset: int, to_offset: int, step: int) -> list[dict[str, Any]]:
-    """The group reading again from the reset target (ledger time: the wall clock)."""
-    lines: list[dict[str, Any]] = []
-    for done in range(from_offset + step, to_offset + 1, step):
-        for q in range(DEMO_QUEUES):
-            client = f"billing-{q % 2 + 1}"
-            lines.append({"op": "pull", "group": DEMO_GROUP, "topic": DEMO_TOPIC, "queue_id": q,
-                          "client": client, "max": step})
-            lines.append({"op": "commit", "group": DEMO_GROUP, "topic": DEMO_TOPIC,
-                          "queue_id": q, "client": client, "offset": done})
-    return lines
-
-
-class DemoSession:
-    """Types commands into this CLI in a temporary data dir and narrates them (rich)."""
-
-    def __init__(self, root: Path, console: Any, stdout: Any) -> None:
-        self.root = root
-        self.data = root / "data"
-        self.console = console
-        self.stdout = stdout
-
-    def say(self, text: str) -> None:
-        self.console.print()
-        self.console.print(f"# {text}", style="italic cyan", highlight=False)
-
-    def run(self, args: Sequence[str], *, redirect: str | None = None,
-            expect: int = 0) -> int:
-        import shlex
-
-        shown = shlex.join(args) + (f" > {redirect}" if redirect else "")
-        self.console.print(f"$ {PROG} {shown}", style="bold", highlight=False, markup=False)
-        target = (self.root / redirect).open("w") if redirect else self.stdout
-        try:
-            with contextlib.redirect_stdout(target):
-                code = invoke(["--data-dir", str(self.data), *args])
-        finally:
-            if redirect:
-                target.close()
-        if code != expect:
-            raise LedgerError(f"demo step failed with exit {code}: {PROG} {shown}")
-        if code:
-            self.console.print(f"(exit {code})", style="dim", highlight=False)
-        return code
-
-    def write_ndjson(self, name: str, lines: Iterable[dict[str, Any]]) -> None:
-        with (self.root / name).open("w") as f:
-            for line in lines:
-                f.write(json.dumps(line, separators=(",", ":")) + "\n")
-
-
-
-def run_demo(root: Path, console: Any, stdout: Any, spark: bool) -> dict[str, Any]:
-    """The RocketMQ backtracking story: consume, outage, reset to before it, consume again."""
-    s = DemoSession(root, console, stdout)
-    cwd = os.getcwd()
-    os.chdir(root)  # the story's files are typed as relative paths
-    try:
-        return _demo_story(s, spark)
-    finally:
-        os.chdir(cwd)
-
-
-def _demo_story(s: DemoSession, spark: bool) -> dict[str, Any]:
-    console = s.console
-    now = int(time.time() * 1000)
-    start = (now - 3 * 3_600_000) // 60_000 * 60_000
-    outage_from = start + DEMO_OUTAGE[0] * 60_000
-    outage_to = start + DEMO_OUTAGE[1] * 60_000
-    total = DEMO_QUEUES * DEMO_MINUTES * DEMO_PER_MINUTE
-    console.print(f"offset-ledger demo in {s.root}  (export {DATA_DIR_ENV}={s.data})",
-                  style="bold magenta", highlight=False, markup=False)
-
-    s.say(f"{iso(start)}: producers write {total:,} messages to topic {DEMO_TOPIC!r} "
-          f"({DEMO_QUEUES} queues, {DEMO_PER_MINUTE}/min each) over {DEMO_MINUTES} minutes; "
-          f"group {DEMO_GROUP!r} consumes as they arrive. The ledger records every append, "
-          "pull and commit (each line carries its own time).")
-    s.write_ndjson("day.ndjson", demo_commands(start))
-    s.run(["init", "--segment-events", "500"])
-    s.run(["apply", "day.ndjson"], redirect="day.out")
-    s.run(["progress", "--group", DEMO_GROUP])
-
-    s.say(f"Incident: from {iso(outage_from)} to {iso(outage_to)} the billing database was "
-          "down, yet the consumers acknowledged every message. Which offsets were stored at "
-          "the start of the outage?")
-    s.run(["lookup", "--topic", DEMO_TOPIC, "--datetime", iso(outage_from) or ""])
-    s.say("Plan a reset of the group to the first message stored at or after the outage "
-          "(a dry run: nothing changes).")
-    reset_args = ["reset", "--group", DEMO_GROUP, "--topic", DEMO_TOPIC,
-                  "--to-datetime", iso(outage_from) or ""]
-    s.run(reset_args)
-    s.run([*reset_args, "--execute", "--actor", "alice",
-           "--reason", "INC-4711 replay the billing outage"])
-
-    s.say("A consumer still running from before the reset tries to commit under its old "
-          "generation: fenced, so the reset cannot be lost to a racing commit.")
-    s.run(["commit", "--group", DEMO_GROUP, "--topic", DEMO_TOPIC, "--queue", "0",
-           "--offset", str(DEMO_MINUTES * DEMO_PER_MINUTE), "--client", "billing-1",
-           "--generation", "0"], expect=EXIT_REFUSED)
-
-    s.say("The group consumes again from the reset offsets (generation 1).")
-    reset_to = DEMO_OUTAGE[0] * DEMO_PER_MINUTE
-    s.write_ndjson("replay.ndjson",
-                   reconsume_commands(reset_to, DEMO_MINUTES * DEMO_PER_MINUTE, 250))
-    s.run(["apply", "replay.ndjson"], redirect="replay.out")
-    s.run(["progress", "--group", DEMO_GROUP])
-
-    s.say("Auditors: who moved which offset, when, from what to what, and why.")
-    s.run(["history", "--group", DEMO_GROUP, "--kind", "reset"])
-    s.say("Analysts: lag and re-delivered messages in SQL.")
-    s.run(["sql", "SELECT consumer_group, topic, sum(lag) AS lag, sum(inflight) AS inflight, "
-                  "max(generation) AS generation FROM progress GROUP BY ALL"])
-    s.run(["sql", "SELECT kind, count(*) AS events FROM events "
-                  f"WHERE consumer_group = '{DEMO_GROUP}' GROUP BY kind ORDER BY kind"])
-    spark_done = demo_spark(s, spark)
-    s.say("Done.")
-    return {"data_dir": str(s.data), "messages": total, "messages_replayed":
-            DEMO_QUEUES * (DEMO_MINUTES * DEMO_PER_MINUTE - reset_to), "spark": spark_done}
-
-
-def demo_spark(s: DemoSession, enabled: bool) -> str:
-    """Spark compaction and audit, when Java and spark_compaction are there (else a note)."""
-    if not enabled:
-        s.say(f"Spark compaction and audit skipped ({DEMO_SPARK_ENV}=0).")
-        return "skipped"
-    if shutil.which("java") is None:
-        s.say("Spark compaction and audit skipped: java is not on PATH.")
-        return "skipped"
-    command = typer.main.get_command(app)
-    names = getattr(command, "commands", {})
-    if "compact" in names and "audit" in names:
-        s.say("Spark compacts the small sealed segments and audits the view against a replay.")
-        s.run(["compact"])
-        s.run(["audit"])
-        return "done"
-    try:
-        import spark_compaction
-    except ImportError as e:
-        s.say(f"Spark compaction and audit skipped: {e}.")
-        return "skipped"
-    compact_fn = getattr(spark_compaction, "compact", None)
-    audit_fn = getattr(spark_compaction, "audit", None)
-    if compact_fn is None or audit_fn is None:
-        s.say("Spark compaction and audit skipped: spark_compaction offers no compact/audit.")
-        return "skipped"
-    s.say("Spark compacts the small sealed segments and audits the view against a replay.")
-    for name, fn in (("compact", compact_fn), ("audit", audit_fn)):
-        s.console.print(f">>> spark_compaction.{name}({str(s.data)!r})", style="bold",
-                        highlight=False, markup=False)
-        try:
-            result = fn(str(s.data))
-        except ImportError as e:
-            s.say(f"Spark {name} skipped: {e}.")
-            return "skipped"
-        print(spark_summary(name, result), file=s.stdout)
-    return "done"
-
-
-def spark_summary(name: str, result: Any) -> str:
-    """One or two lines of a Spark job's report (the full report is a dict)."""
-    if not isinstance(result, dict):
-        return repr(result)[:400]
-    if name == "compact" and "segments_merged" in result:
-        return (f"merged {result.get('segments_merged')} segment(s), "
-                f"{result.get('events_compacted')} events, bytes {result.get('bytes_before')} -> "
-                f"{result.get('bytes_after')} ({result.get('seconds')} s)")
-    if name == "audit" and "clean" in result:
-        resets = result.get("resets") or []
-        return (f"clean: {result.get('clean')}, findings: {len(result.get('findings') or [])}, "
-                f"resets checked: {len(resets)} "
-                f"(actors: {', '.join(sorted({str(r.get('actor')) for r in resets})) or '-'})")
-    return repr(result)[:400]
 
 
 @app.command()
@@ -1237,12 +973,15 @@ def demo(
     (Spark part skipped when OFFSET_LEDGER_DEMO_SPARK=0)."""
     from rich.console import Console
 
+    from ledger.demo import DEMO_SPARK_ENV, run_demo
+
     root = Path(tempfile.mkdtemp(prefix="offset-ledger-demo-"))
     stdout = sys.stderr if as_json else sys.stdout
     console = Console(file=stdout, highlight=False, soft_wrap=True)
     spark = os.environ.get(DEMO_SPARK_ENV, "1") != "0"
     try:
-        summary = run_demo(root, console, stdout, spark)
+        summary = run_demo(root, console, stdout, invoke, spark=spark,
+                           data_dir_env=DATA_DIR_ENV, prog=PROG)
     finally:
         if keep:
             note(f"kept {root}")

@@ -1,8 +1,23 @@
-"""offset-ledger's domain: events, the fold, the DuckDB view, point-in-time state.
+"""offset-ledger's domain: typed commands and their executor, events, the fold, the DuckDB view,
+point-in-time state.
 
-`Ledger.open(path)` is the public API; every CLI command is one of its methods.
+`Ledger.open(path)` is the public API; every write is a batch of commands (`Ledger.submit`), and
+every CLI command and HTTP route is one of its methods.
 """
 
+from ledger.commands import (
+    Command,
+    Commit,
+    GroupDelete,
+    GroupSet,
+    PlanRow,
+    Pull,
+    QueueAppend,
+    QueueBounds,
+    QueueTruncate,
+    Reset,
+    Sync,
+)
 from ledger.errors import (
     HistoryUnavailable,
     InvalidInput,
@@ -12,19 +27,33 @@ from ledger.errors import (
 )
 from ledger.ledger import Ledger, ResetPlan
 from ledger.reset import Scenario, Scope
-from ledger.state import CommitResult, PlanItem, PullResult
+from ledger.results import CommitResult, PullResult, ResetResult, Result
+from ledger.state import PlanItem
 
 __all__ = [
+    "Command",
+    "Commit",
     "CommitResult",
+    "GroupDelete",
+    "GroupSet",
     "HistoryUnavailable",
     "InvalidInput",
     "Ledger",
     "LedgerError",
     "LedgerUnusable",
     "PlanItem",
+    "PlanRow",
+    "Pull",
     "PullResult",
+    "QueueAppend",
+    "QueueBounds",
+    "QueueTruncate",
     "RefusedError",
+    "Reset",
     "ResetPlan",
+    "ResetResult",
+    "Result",
     "Scenario",
     "Scope",
+    "Sync",
 ]

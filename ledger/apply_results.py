@@ -1,5 +1,5 @@
-"""Results of a column-wise apply: per-line dicts (the `apply` contract) or one Arrow table
-(`apply_arrow`), built from a run's per-command results and its column-wise ones."""
+"""Results of a column-wise run: typed results (one per line) or one Arrow table
+(`apply_arrow`), built from the run's per-command results and its column-wise ones."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
+
+from ledger.results import CommitResult, PullResult, Result
 
 #: Results of an Arrow apply, one row per line; `detail` holds any other field of the line's
 #: result as JSON (a queue's bounds, a reset's plan, a group's settings).
@@ -30,15 +32,16 @@ _RESULT_FIELDS = frozenset(RESULT_SCHEMA.names)
 _encode_json = msgspec.json.Encoder().encode
 
 
-def set_seqs(results: Iterable[dict[str, Any]], seqs: Iterable[int]) -> None:
+def set_seqs(results: Iterable[Result], seqs: Iterable[int]) -> None:
     """A line's `seq` is its last event's: set on lines that wrote one (seq >= 0) and succeeded."""
     for result, seq in zip(results, seqs, strict=True):
-        if seq >= 0 and "error" not in result:
-            result["seq"] = seq
+        if seq >= 0 and result.error is None:
+            result.seq = seq
 
 
-def results_table(results: list[dict[str, Any]]) -> pa.Table:
-    """Result dicts (the per-command form) as RESULT_SCHEMA rows."""
+def results_table(typed: list[Result]) -> pa.Table:
+    """Typed results (the per-command form) as RESULT_SCHEMA rows."""
+    results: list[dict[str, Any]] = [msgspec.to_builtins(r) for r in typed]
     columns: dict[str, list[Any]] = {name: [r.get(name) for r in results]
                                      for name in RESULT_SCHEMA.names[:-1]}
     columns["op"] = [op if op is None or type(op) is str else str(op) for op in columns["op"]]
@@ -69,7 +72,7 @@ class RunOutput:
     none)."""
 
     events: pa.Table
-    results: list[dict[str, Any] | None]
+    results: list[Result | None]
     last_event: np.ndarray
     line_base: int
     vector: VectorResults | None = None
@@ -88,7 +91,7 @@ class RunOutput:
         set_seqs([self.results[i] for i in rows.tolist()], seqs[rows].tolist())  # type: ignore[misc]
         return seqs, rows
 
-    def final_results(self, first_seq: int) -> list[dict[str, Any]]:
+    def final_results(self, first_seq: int) -> list[Result]:
         """Every line's result, with `seq` (its last event's) once the events are durable."""
         seqs, _ = self._per_command_results(first_seq)
         if self.vector is not None:
@@ -135,19 +138,19 @@ class RunOutput:
         for row, line, nxt, gen, cnt, seq in zip(
                 rows.tolist(), (rows + base).tolist(), v.offset[p].tolist(),
                 v.generation[p].tolist(), v.count[p].tolist(), seqs[rows].tolist(), strict=True):
-            results[row] = {"line": line, "op": "pull", "next_offset": nxt, "generation": gen,
-                            "count": cnt, "seq": seq}
+            results[row] = PullResult(line=line, op="pull", seq=seq, next_offset=nxt,
+                                      generation=gen, count=cnt)
         a = v.accepted
         rows = v.rows[a]
         for row, line, off, seq in zip(rows.tolist(), (rows + base).tolist(),
                                        v.offset[a].tolist(), seqs[rows].tolist(), strict=True):
-            results[row] = {"line": line, "op": "commit", "accepted": True, "reason": None,
-                            "offset": off, "seq": seq}
+            results[row] = CommitResult(line=line, op="commit", seq=seq, accepted=True,
+                                        reason=None, offset=off)
         refused = ~p & ~a
         rows = v.rows[refused]
         for row, line, off, bad in zip(rows.tolist(), (rows + base).tolist(),
                                        v.offset[refused].tolist(), v.invalid[refused].tolist(),
                                        strict=True):
             reason = "invalid" if bad else "stale"
-            results[row] = {"line": line, "op": "commit", "accepted": False, "reason": reason,
-                            "offset": off, "error": f"commit refused: {reason}"}
+            results[row] = CommitResult(line=line, op="commit", accepted=False, reason=reason,
+                                        offset=off, error=f"commit refused: {reason}")

@@ -3,7 +3,7 @@
 DESIGN.md's performance notes: the bulk of every workload is commits and pulls on keys in the
 common case (no pending reset, nothing to clamp, no expiry due, clustering mode). Per batch this
 module resolves those for all keys at once with numpy, and leaves every other command to the
-per-command fold (`commands.run_command`) in command order. Both write the same events and the
+per-command fold (`handlers.run`) in command order. Both write the same events and the
 same results (tests/ledger/test_columnar.py compares them on generated and random streams).
 
 Why per-key vectors are exact: a commit or pull reads and writes only its own key's position; it
@@ -40,33 +40,60 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger.apply_results import RESULT_SCHEMA, RunOutput, VectorResults
-from ledger.errors import InvalidInput
+from ledger.commands import BARRIER_OPS, Command, from_arrow_rows
+from ledger.errors import InvalidInput, LedgerError
 from ledger.events import EVENT_SCHEMA, EventBuffer
+from ledger.handlers import run as run_one
 from ledger.limits import APPEND_COUNT_MAX, PULL_MAX, QUEUE_ID_MAX, TS_MAX, check_name
 from ledger.resident import Resident
 from ledger.state import BROADCAST, GroupSettings, Position
+from ledger.writer import Writer
 
-if TYPE_CHECKING:
-    from ledger.ledger import Ledger
-
-#: Ops that read or change a whole group (or, for reset, the log): they run per command, in
-#: order, between the runs they split.
-BARRIER_OPS = frozenset({"reset", "group_set", "group_delete"})
 #: Offsets handled by vectors stay below this, so sums of offsets and pull sizes fit int64.
 VALUE_MAX = 2**60
 _NO_CLIENT = -2  # a last client that no line of the run names
 _POLICIES = {"latest": 1, "earliest": 2}  # initial policies a new key may take column-wise
 _POSITION_FIELDS = attrgetter("committed", "pulled", "generation", "last_client", "last_pull_ts",
                               "last_active_ts", "pending", "expired")
+
+@dataclass
+class Job:
+    """One call's context: the writer, the typed commands the table was built from (None: the
+    table is the input, its rows are decoded where they run per command), the line number of
+    the table's first row, who sends (an actor that overrides what commands claim) and the
+    exceptions behind error results, by line."""
+
+    writer: Writer
+    commands: Sequence[Command | LedgerError] | None = None
+    first_line: int = 1
+    actor: str | None = None
+    errors: dict[int, LedgerError] = field(default_factory=dict)
+
+    def commands_at(self, batch: pa.Table, rows: np.ndarray, line_base: int
+                    ) -> list[Command | LedgerError]:
+        """The commands of `rows` of `batch` (whose first row is line `line_base`)."""
+        if self.commands is not None:
+            start = line_base - self.first_line
+            return [self.commands[start + r] for r in rows.tolist()]
+        picked = batch.take(pa.array(rows, pa.int64()))
+        columns = {name: _plain(picked.column(name)).to_pylist() for name in picked.column_names
+                   if picked.column(name).null_count < len(rows)}
+        return from_arrow_rows(columns, range(len(rows)))  # type: ignore[arg-type]
+
+    def run(self, cmd: Command | LedgerError, line: int, events: EventBuffer,
+            now: int | None = None) -> Any:
+        return run_one(self.writer, cmd, line, events, now, self.actor, self.errors)
+
 
 # ----------------------------------------------------------------------------- columns
 class _Columns:
@@ -186,10 +213,10 @@ def _compose_pull_maps(earlier: list[np.ndarray], later: list[np.ndarray]) -> li
 
 
 # ----------------------------------------------------------------------------- a run
-def fold_run(ledger: Ledger, batch: pa.Table, line_base: int, resident: Resident) -> RunOutput:
+def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> RunOutput:
     """Fold one run of lines (no barrier among them) into the ledger's state; `resident` carries
     column-wise positions from run to run."""
-    state = ledger.state
+    state = job.writer.state
     cols = _Columns(batch)
     n = cols.n
     op_codes, op_values, _ = cols.names("op")
@@ -203,14 +230,14 @@ def fold_run(ledger: Ledger, batch: pa.Table, line_base: int, resident: Resident
     ts_col = batch.column("ts") if "ts" in batch.column_names else None
     if ts_col is not None and not pa.types.is_integer(ts_col.type) and ts_col.null_count < n:
         resident.clear()
-        return _per_command(ledger, batch, line_base)  # ISO strings: parsed per line
-    clock = ledger.now_ms()
+        return _per_command(job, batch, line_base)  # ISO strings: parsed per line
+    clock = job.writer.now_ms()
     times = np.where(ts_present, ts, clock)
     counted = ~ts_present | ts_ok  # an out-of-range ts fails its line: it sets no time
     seen = np.concatenate(([state.last_ts], times[counted]))
     if np.any(np.diff(seen) < 0):
         resident.clear()
-        return _per_command(ledger, batch, line_base)
+        return _per_command(job, batch, line_base)
     now = np.maximum(times, state.last_ts)
 
     g_codes, g_values, g_ok = cols.names("group")
@@ -246,64 +273,53 @@ def fold_run(ledger: Ledger, batch: pa.Table, line_base: int, resident: Resident
     n_topics = max(len(t_values), 1)
     if (len(g_values) + 1) * n_topics >= 2**31:  # ids would overflow: fold per command
         resident.clear()
-        return _per_command(ledger, batch, line_base)
+        return _per_command(job, batch, line_base)
     queue_id_of = np.unique(t_codes.astype(np.int64) * q_span + qid, return_inverse=True)[1]
     key_id_of = (g_codes.astype(np.int64) * n_topics + t_codes) * q_span + qid
     resident.use(g_values, t_values, c_values)
 
-    pinned_queues = np.unique(queue_id_of[(append & ~simple_append) | is_op("queue_truncate")])
-    touched = (commit | pull) & ~hot  # decided per command: its key leaves the vector path
+    pinned_queues = np.unique(queue_id_of[(append & ~simple_append) | is_op("queue_truncate")
+                                          | is_op("queue_bounds")])
+    sync = is_op("sync")
+    touched = ((commit | pull) & ~hot) | sync  # decided per command: its key leaves the vector path
     pinned_keys = np.unique(key_id_of[touched])
 
     rows = np.nonzero(hot & ~np.isin(key_id_of, pinned_keys)
                       & ~np.isin(queue_id_of, pinned_queues))[0]
-    vec = _VectorRun(ledger, rows, now, commit, offset, pull_max, c_codes, c_values, g_codes,
+    vec = _VectorRun(job, rows, now, commit, offset, pull_max, c_codes, c_values, g_codes,
                      g_values, t_codes, t_values, qid, key_id_of, queue_id_of,
                      np.nonzero(simple_append)[0], count, resident)
     vec.fold()
     # the keys the per-command path folds in this run leave the residents first
     per_command = np.ones(n, bool)
     per_command[vec.s[vec.keep]] = False
-    resident.evict(key_id_of[per_command & (commit | pull)])
-    return _merge(ledger, batch, line_base, now, vec, ts_ok | ~ts_present)
+    resident.evict(key_id_of[per_command & (commit | pull | sync)])
+    return _merge(job, batch, line_base, now, vec, ts_ok | ~ts_present)
 
 
-def _per_command(ledger: Ledger, batch: pa.Table, line_base: int) -> RunOutput:
-    from ledger.commands import run_line
-
+def _per_command(job: Job, batch: pa.Table, line_base: int) -> RunOutput:
     buf = EventBuffer()
     results, last_event = [], []
-    for i, cmd in enumerate(_dicts(batch, np.arange(batch.num_rows))):
+    for i, cmd in enumerate(job.commands_at(batch, np.arange(batch.num_rows), line_base)):
         before = len(buf)
-        results.append(run_line(ledger, cmd, line_base + i, buf))
+        results.append(job.run(cmd, line_base + i, buf))
         last_event.append(len(buf) - 1 if len(buf) > before else -1)
     return RunOutput(pa.Table.from_batches([buf.to_record_batch(0)]), results,  # type: ignore[arg-type]
                      np.asarray(last_event, np.int64), line_base)
 
 
-def _dicts(batch: pa.Table, rows: np.ndarray) -> list[dict[str, Any]]:
-    """Lines as the dicts `run_command` takes: null fields are absent fields."""
-    index = pa.array(rows, pa.int64())
-    names = batch.column_names
-    picked = batch.take(index)
-    names = [name for name in names if picked.column(name).null_count < len(rows)]
-    columns = [_plain(picked.column(name)).to_pylist() for name in names]
-    return [{k: v for k, v in zip(names, values, strict=True) if v is not None}
-            for values in zip(*columns, strict=True)]
-
-
 class _VectorRun:
     """The rows of one run that fold column-wise, and their effect."""
 
-    def __init__(self, ledger: Ledger, rows: np.ndarray, now: np.ndarray, commit: np.ndarray,
+    def __init__(self, job: Job, rows: np.ndarray, now: np.ndarray, commit: np.ndarray,
                  offset: np.ndarray, pull_max: np.ndarray, c_codes: np.ndarray,
                  c_values: list[Any], g_codes: np.ndarray, g_values: list[Any],
                  t_codes: np.ndarray, t_values: list[Any], qid: np.ndarray, key_id_of: np.ndarray,
                  queue_id_of: np.ndarray, append_rows: np.ndarray, append_count: np.ndarray,
                  resident: Resident) -> None:
-        self.ledger = ledger
+        self.job = job
         self.resident = resident
-        self.state = ledger.state
+        self.state = job.writer.state
         self.rows = rows
         self.now_all = now
         self.commit_all, self.offset_all, self.max_all = commit, offset, pull_max
@@ -375,7 +391,7 @@ class _VectorRun:
         lat0 = start["last_active"][k]
         (active,) = _grouped_scan([np.where(event, now, lat0)], rank, _max_scan)
         active_before = _grouped_shift(active, first, lat0)
-        too_late = now - active_before > self.ledger.settings.offsets_retention_ms
+        too_late = now - active_before > self.job.writer.settings.offsets_retention_ms
         ok_key &= np.bincount(k, too_late, len(keys)) == 0 if len(k) else ok_key
         client = self.c_codes[s]
         stale = start["stale_clients"]  # (key, client) pairs of an older generation: fenced
@@ -569,11 +585,9 @@ class _VectorRun:
             strict=True)]
 
 
-def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec: _VectorRun,
+def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _VectorRun,
            time_ok: np.ndarray) -> RunOutput:
     """Fold the other rows per command, in order, then merge both into line order."""
-    from ledger.commands import run_line
-
     n = batch.num_rows
     vec_mask = np.zeros(n, bool)
     vec_rows_sorted = vec.s[vec.keep]
@@ -582,10 +596,10 @@ def _merge(ledger: Ledger, batch: pa.Table, line_base: int, now: np.ndarray, vec
     buf = EventBuffer()
     results: list[Any] = [None] * n
     slow_event_line: list[int] = []
-    for row, cmd in zip(slow.tolist(), _dicts(batch, slow), strict=True):
+    for row, cmd in zip(slow.tolist(), job.commands_at(batch, slow, line_base), strict=True):
         before = len(buf)
         at = int(now[row]) if time_ok[row] else None
-        results[row] = run_line(ledger, cmd, line_base + row, buf, now=at)
+        results[row] = job.run(cmd, line_base + row, buf, now=at)
         slow_event_line.extend([row] * (len(buf) - before))
     n_vec_events = vec.write_back()
 
@@ -645,7 +659,7 @@ def _initial_events(vec: _VectorRun) -> tuple[np.ndarray, pa.Table]:
     details = pa.array(["policy earliest", "policy latest"], pa.string())
     return rows, _event_table(
         vec, rows, pa.array(["initial"] * n, pa.string()), vec.start["committed"][fresh],
-        np.zeros(n, np.int32), vec.c_codes[rows], pa.nulls(n, pa.string()),
+        np.zeros(n, np.int32), vec.c_codes[rows], pa.array([vec.job.actor] * n, pa.string()),
         details.take(pa.array(vec.start["latest"][fresh].astype(np.int8))))
 
 
@@ -657,11 +671,14 @@ def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, off
     detail: list[str | None] = [None] * n
     for i in np.nonzero(redeliver)[0].tolist():
         detail[i] = f"redeliver from {int(next_offset[i])}"
-    operator = is_commit & (client < 0)
+    if vec.job.actor is not None:
+        actor = pa.array([vec.job.actor] * n, pa.string())
+    else:
+        operator = is_commit & (client < 0)
+        actor = _OPERATOR.take(pa.array(np.zeros(n, np.int64), mask=~operator))
     return _event_table(
         vec, rows, _KINDS.take(pa.array((~is_commit).astype(np.int8))), offset, generation,
-        client, _OPERATOR.take(pa.array(np.zeros(n, np.int64), mask=~operator)),
-        pa.array(detail, pa.string()))
+        client, actor, pa.array(detail, pa.string()))
 
 
 def _event_table(vec: _VectorRun, rows: np.ndarray, kind: pa.Array, offset: np.ndarray,
@@ -715,21 +732,21 @@ class _Pacer:
             self.rows = max(self.rows // 2, min(self.MIN, self.most))
 
 
-def apply_table(ledger: Ledger, table: pa.Table | pa.RecordBatch, batch_commands: int,
+def apply_table(job: Job, table: pa.Table | pa.RecordBatch, batch_commands: int,
                 as_arrow: bool = False) -> Iterator[Any]:
     """Apply a command table a batch at a time; yield the results of each appended batch, one
-    per line, once its events are durable: a list of dicts, or with `as_arrow` a table of
-    RESULT_SCHEMA."""
+    per line, once its events are durable: a list of typed results, or with `as_arrow` a table
+    of RESULT_SCHEMA."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     table = _unified(table)
     pacer = _Pacer(batch_commands)
-    resident = Resident(ledger.state)
+    resident = Resident(job.writer.state)
     try:
         for start in range(0, table.num_rows, batch_commands):
             with _collector_paused():
-                parts = list(_apply_batch(ledger, table.slice(start, batch_commands), start + 1,
-                                          pacer, as_arrow, resident))
+                parts = list(_apply_batch(job, table.slice(start, batch_commands),
+                                          job.first_line + start, pacer, as_arrow, resident))
                 if not as_arrow:
                     resident.write_back()  # the caller may read the state between batches
             yield from parts
@@ -771,7 +788,7 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
+def _apply_batch(job: Job, batch: pa.Table, line_base: int, pacer: _Pacer,
                  as_arrow: bool, resident: Resident) -> Iterator[Any]:
     n = batch.num_rows
     if "op" in batch.column_names:
@@ -790,7 +807,7 @@ def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
         row = rows[i] if i < len(rows) else n
         while lo < row:
             size = min(pacer.rows, row - lo)
-            run = fold_run(ledger, batch.slice(lo, size), line_base + lo, resident)
+            run = fold_run(job, batch.slice(lo, size), line_base + lo, resident)
             pacer.after(run)
             pending.append(run)
             lo += size
@@ -808,30 +825,30 @@ def _apply_batch(ledger: Ledger, batch: pa.Table, line_base: int, pacer: _Pacer,
             resident.evict_group(group)
         if ops[i] == "reset" and any(p.events.num_rows for p in pending):
             # a reset plans against the log: durable first
-            yield _flush(ledger, pending, as_arrow, resident)
+            yield _flush(job.writer, pending, as_arrow, resident)
             pending = []
-        pending.append(_per_command(ledger, batch.slice(row, j - i), line_base + row))
+        pending.append(_per_command(job, batch.slice(row, j - i), line_base + row))
         lo = row + (j - i)
         i = j
-    yield _flush(ledger, pending, as_arrow, resident)
+    yield _flush(job.writer, pending, as_arrow, resident)
 
 
-def _flush(ledger: Ledger, runs: list[RunOutput], as_arrow: bool, resident: Resident) -> Any:
+def _flush(writer: Writer, runs: list[RunOutput], as_arrow: bool, resident: Resident) -> Any:
     """Append the runs' events as one batch; then their results, with seqs."""
     tables = [r.events for r in runs if r.events.num_rows]
-    first = ledger.log.next_seq
+    first = writer.log.next_seq
     if tables:
         events = pa.concat_tables(tables).combine_chunks()
         seqs = pa.array(np.arange(first, first + events.num_rows, dtype=np.int64))
         batch = events.set_column(0, EVENT_SCHEMA.field("seq"), seqs).to_batches()[0]
-        first = ledger._append_batch(batch, before_derived=resident.write_back)
+        first = writer.append(batch, before_derived=resident.write_back)
     if as_arrow:
         tables = []
         for run in runs:
             tables.append(run.result_table(first))
             first += run.events.num_rows
         return pa.concat_tables(tables) if tables else RESULT_SCHEMA.empty_table()
-    out: list[dict[str, Any]] = []
+    out: list[Any] = []
     for run in runs:
         out += run.final_results(first)
         first += run.events.num_rows

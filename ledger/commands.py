@@ -1,266 +1,450 @@
-"""Commands as data: validation shared by the API and `apply`, and the NDJSON op dispatcher.
+"""Commands: one msgspec Struct per `op` (a tagged union), decoded once from whatever carried it
+(an NDJSON line, a JSON document, a dict, a row of an Arrow table, a Python call) and validated
+once, here. Every write of the ledger is one of these (DESIGN.md, "Commands: one typed path").
 
-`apply` lines carry the CLI option names (`group`, `queue_id`, `offset`, `client`, ...); an
-optional `ts` (epoch ms or ISO) is the ledger clock for that line (replays and simulations).
+Field names are the CLI's option names with `_` (`group`, `queue_id`, `offset`, `client`, ...).
+An optional `ts` (epoch ms or ISO-8601) is the ledger time of that command (replays and
+simulations): ledger time = max(ts, the last event's ts).
+
+Types and ranges are checked by msgspec while decoding; what msgspec cannot say (the name
+alphabet, times, one reset scenario) is checked by `validate`, once per command. Names repeat
+across commands, so their check is cached (`limits.check_name`); the column-wise path checks
+each distinct name of a batch once.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Annotated, Any, Literal
 
-from ledger.errors import InvalidInput, LedgerError
-from ledger.events import EventBuffer
-from ledger.limits import _VALID_NAMES as _KNOWN_NAMES
+import msgspec
+
+from ledger.errors import InvalidInput
 from ledger.limits import (
     APPEND_COUNT_MAX,
     GENERATION_MAX,
+    NAME_LENGTH_MAX,
     OFFSET_MAX,
     PULL_MAX,
     QUEUE_ID_MAX,
     REASON_LENGTH_MAX,
     TS_MAX,
-    check_int,
     check_name,
-    check_offset,
-    check_queue_id,
 )
-from ledger.reset import SCENARIOS, Scenario, Scope
-from ledger.timeparse import parse_duration, parse_time
 
-if TYPE_CHECKING:
-    from ledger.ledger import Ledger
+Name = str  # the name rule (limits.check_name) is checked by `validate`, with one message
+QueueId = Annotated[int, msgspec.Meta(ge=0, le=QUEUE_ID_MAX)]
+Offset = Annotated[int, msgspec.Meta(ge=0, le=OFFSET_MAX)]
+#: A time as users give it: epoch ms, ISO-8601, or "now" (the command's ledger time).
+Time = int | str  # checked by timeparse.parse_time where used, with one message
+Shift = Annotated[int, msgspec.Meta(ge=-(2**62), le=2**62)]
+Reason = Annotated[str, msgspec.Meta(max_length=REASON_LENGTH_MAX)]
+SOURCE_PATTERN = re.compile(r"[A-Za-z0-9._\-%|:/@]{1,249}")
 
-OPS = ("queue_append", "queue_truncate", "pull", "commit", "reset", "group_set", "group_delete")
 MODES = ("clustering", "broadcast")
+#: Reset scenarios in the order their options are listed (the CLI's `--to-offset` ...).
+SCENARIO_FIELDS = ("to_offset", "to_datetime", "to_earliest", "to_latest", "to_current",
+                   "shift_by", "by_duration", "to_state_at")
 
 
-def check_group_settings(mode: str | None, initial: str | None, timeout_ms: int | None) -> None:
-    if mode is not None and mode not in MODES:
-        raise InvalidInput(f"invalid mode {mode!r}: use clustering or broadcast")
-    if initial is not None and initial not in ("latest", "earliest") and not (
-        isinstance(initial, str) and re.fullmatch(r"timestamp:\d+", initial)
-    ):
-        raise InvalidInput(
-                f"invalid initial policy {initial!r}: use latest, earliest or timestamp:TIME")
-    if timeout_ms is not None:
-        check_int(timeout_ms, "client timeout", 1, 10**12)
+class Command(msgspec.Struct, tag_field="op", forbid_unknown_fields=True, kw_only=True,
+              frozen=True, gc=False):
+    """Fields every command may carry."""
+
+    ts: Time | None = None
 
 
-def check_pull(group: str, topic: str, queue_id: int, client: str | None, max_count: int) -> None:
-    check_name(group, "group")
-    check_name(topic, "topic")
-    check_queue_id(queue_id)
-    if client is not None:
-        check_name(client, "client")
-    check_int(max_count, "max", 1, PULL_MAX)
+class QueueAppend(Command, tag="queue_append", kw_only=True, frozen=True, gc=False):
+    """Append `count` messages to a queue (MaxOffset advances); all share `store_time`."""
+
+    topic: Name
+    queue_id: QueueId
+    count: Annotated[int, msgspec.Meta(ge=1, le=APPEND_COUNT_MAX)] = 1
+    store_time: Time | None = None
 
 
-def check_commit(group: str, topic: str, queue_id: int, offset: int, client: str | None,
-                 generation: int | None) -> None:
-    check_name(group, "group")
-    check_name(topic, "topic")
-    check_queue_id(queue_id)
-    check_offset(offset)
-    if client is not None:
-        check_name(client, "client")
-    if generation is not None:
-        check_int(generation, "generation", 0, GENERATION_MAX)
+class QueueTruncate(Command, tag="queue_truncate", kw_only=True, frozen=True, gc=False):
+    """Retention advanced a queue's MinOffset."""
+
+    topic: Name
+    queue_id: QueueId
+    min_offset: Offset
 
 
-_READ_ONLY = re.compile(
-    r"^\s*(\(\s*)*(select|with|from|values|describe|show|summarize|explain|pivot|unpivot|table)\b",
-    re.IGNORECASE)
-_WRITES = re.compile(
-    r"\b(insert|update|delete|create|drop|alter|attach|detach|copy|export|import|install|load|"
-    r"pragma|set|reset|call|checkpoint|vacuum|truncate|merge|use)\b", re.IGNORECASE)
+class QueueBounds(Command, tag="queue_bounds", kw_only=True, frozen=True, gc=False):
+    """A tool's view of a queue's bounds (an importer's LOG-END-OFFSET, a broker's max offset):
+    raises MaxOffset / MinOffset to these values where they are higher, never lowers them."""
+
+    topic: Name
+    queue_id: QueueId
+    max_offset: Offset | None = None
+    min_offset: Offset | None = None
+    store_time: Time | None = None
+    source: str | None = None
 
 
-def check_read_only_sql(query: str) -> None:
-    """Only one read statement: the view is derived data, and `sql` must never change it."""
-    stripped = re.sub(r"'(?:[^']|'')*'", "''", query)  # ignore string literals
-    stripped = re.sub(r"--[^\n]*", "", stripped)
-    statements = [s for s in stripped.split(";") if s.strip()]
-    if len(statements) != 1 or _READ_ONLY.match(statements[0]) is None:
-        raise InvalidInput(f"sql must be one read-only query (SELECT/WITH ...): {query[:80]!r}")
-    if _WRITES.search(statements[0]) and not statements[0].lstrip().lower().startswith(
-            ("select", "with", "from", "(")):
-        raise InvalidInput(f"sql must be one read-only query (SELECT/WITH ...): {query[:80]!r}")
-    if re.search(r"\b(copy|attach|install|load|pragma)\b", statements[0], re.IGNORECASE):
-        raise InvalidInput(f"sql must be one read-only query (SELECT/WITH ...): {query[:80]!r}")
+class Pull(Command, tag="pull", kw_only=True, frozen=True, gc=False):
+    """Where `client` reads next (a pending reset first); at most `max` messages."""
+
+    group: Name
+    topic: Name
+    queue_id: QueueId
+    client: Name | None = None
+    max: Annotated[int, msgspec.Meta(ge=1, le=PULL_MAX)] = 32
 
 
-def _get(cmd: dict[str, Any], name: str, default: Any = None) -> Any:
-    return cmd.get(name, default)
+class Commit(Command, tag="commit", kw_only=True, frozen=True, gc=False):
+    """Commit `offset` (the next offset to consume) under `generation` (default: the client's)."""
+
+    group: Name
+    topic: Name
+    queue_id: QueueId
+    offset: Offset
+    client: Name | None = None
+    generation: Annotated[int, msgspec.Meta(ge=0, le=GENERATION_MAX)] | None = None
 
 
-def scenario_from(cmd: dict[str, Any], now_ms: int) -> Scenario:
-    """Exactly one scenario field (the CLI's option names with `_`)."""
-    given = [s for s in SCENARIOS if cmd.get(s) not in (None, False)]
+class Sync(Command, tag="sync", kw_only=True, frozen=True, gc=False):
+    """Overwrite a committed offset from a broker snapshot, a mirror or an importer (recorded
+    from -> to; unchanged appends nothing); a null offset removes it (a Kafka tombstone)."""
+
+    group: Name
+    topic: Name
+    queue_id: QueueId
+    offset: Offset | None
+    source: str
+
+
+class PlanRow(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, gc=False):
+    """One queue of a reviewed reset plan: executed only while its from_offset still holds."""
+
+    topic: Name
+    queue_id: QueueId
+    from_offset: Offset | None
+    to_offset: Offset
+
+
+class Reset(Command, tag="reset", kw_only=True, frozen=True, gc=False):
+    """Plan (and with `execute`, apply) a reset of a group's offsets: one scenario, one scope
+    (`topic` [+ `queue_id`], `topics` as the CLI's `T` / `T:0,1` specs, `all_topics`, or the
+    Kafka CSV text `from_csv`). `plan` executes a reviewed plan as it is, refused when any
+    queue's committed offset moved since it was planned."""
+
+    group: Name
+    topic: Name | None = None
+    queue_id: QueueId | None = None
+    topics: list[str] | None = None
+    all_topics: bool = False
+    to_offset: Offset | None = None
+    to_datetime: Time | None = None
+    to_earliest: bool = False
+    to_latest: bool = False
+    to_current: bool = False
+    shift_by: Shift | None = None
+    by_duration: Annotated[int, msgspec.Meta(ge=0, le=TS_MAX)] | str | None = None
+    to_state_at: Time | None = None
+    from_csv: str | None = None
+    plan: list[PlanRow] | None = None
+    backward_only: bool = False
+    reason: Reason | None = None
+    actor: Name | None = None
+    execute: bool = False
+    force: bool = False
+
+
+class GroupSet(Command, tag="group_set", kw_only=True, frozen=True, gc=False):
+    """Create a group or change its mode, initial policy or client timeout (ISO-8601 or ms)."""
+
+    group: Name
+    mode: Literal["clustering", "broadcast"] | None = None
+    initial: str | None = None
+    client_timeout: Annotated[int, msgspec.Meta(ge=1, le=10**12)] | str | None = None
+    actor: Name | None = None
+
+
+class GroupDelete(Command, tag="group_delete", kw_only=True, frozen=True, gc=False):
+    """Remove a group's offsets (a delete event per queue), active clients or not."""
+
+    group: Name
+    actor: Name | None = None
+
+
+AnyCommand = (QueueAppend | QueueTruncate | QueueBounds | Pull | Commit | Sync | Reset | GroupSet
+              | GroupDelete)
+COMMAND_TYPES: tuple[type[Command], ...] = (
+    QueueAppend, QueueTruncate, QueueBounds, Pull, Commit, Sync, Reset, GroupSet, GroupDelete)
+OPS: tuple[str, ...] = tuple(c.__struct_config__.tag for c in COMMAND_TYPES)  # type: ignore[misc]
+BY_OP: dict[str, type[Command]] = dict(zip(OPS, COMMAND_TYPES, strict=True))
+#: Ops that read or change a whole group (or, for reset, the log): they split column-wise runs.
+BARRIER_OPS = frozenset({"reset", "group_set", "group_delete"})
+
+
+def op_of(cmd: Command) -> str:
+    return cmd.__struct_config__.tag  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- validation
+def check_source(value: str) -> str:
+    if SOURCE_PATTERN.fullmatch(value) is None:
+        raise InvalidInput(f"invalid source {value[:80]!r}: use 1-249 characters of "
+                           "A-Z a-z 0-9 . _ - % | : / @")
+    return value
+
+
+def check_initial(initial: str) -> str:
+    if initial in ("latest", "earliest") or re.fullmatch(r"timestamp:.+", initial):
+        return initial
+    raise InvalidInput(f"invalid initial policy {initial!r}: use latest, earliest or "
+                       "timestamp:TIME")
+
+
+def scenario_field(cmd: Reset) -> str:
+    """The one scenario a reset names (a zero is a value: `to_offset: 0` is a scenario)."""
+    given = [f for f in SCENARIO_FIELDS if (v := getattr(cmd, f)) is not None and v is not False]
+    if cmd.from_csv is not None:
+        given.append("from_csv")
+    if cmd.plan is not None and not given:
+        raise InvalidInput("a reset plan needs the scenario it was planned with")
     if len(given) != 1:
+        names = ", ".join(SCENARIO_FIELDS + ("from_csv",))
         raise InvalidInput(
-            f"reset needs exactly one scenario of {', '.join(SCENARIOS)}; got {given or 'none'}")
-    mode = given[0]
-    raw = cmd[mode]
-    if mode in ("to_earliest", "to_latest", "to_current"):
-        return Scenario(mode)
-    if mode == "to_offset":
-        return Scenario(mode, check_offset(raw, "to_offset"))
-    if mode == "shift_by":
-        return Scenario(mode, check_int(raw, "shift_by", -(2**62), 2**62))
-    if mode in ("to_datetime", "to_state_at"):
-        return Scenario(mode, parse_time(raw, now_ms))
-    if mode == "by_duration":
-        return Scenario(mode, parse_duration(raw))
-    raise InvalidInput(f"reset scenario {mode} is not available in apply")
+            f"reset needs exactly one scenario of {names}; got {', '.join(given) or 'none'}")
+    return given[0]
 
 
-def run_command(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer,
-                now: int | None = None) -> dict[str, Any]:
-    """Run one apply line, folding its events into `events`; errors become the line's result.
-    `now` is the line's ledger time when the caller has already computed it (the column path)."""
-    if not isinstance(cmd, dict):
-        msg = str(cmd) if isinstance(cmd, LedgerError) else f"line is not a JSON object: {cmd!r:.80}"
-        return {"line": line_no, "error": msg}
-    op = cmd.get("op")
+def validate(cmd: Command) -> Command:
+    """What msgspec's types cannot say: the name alphabet, one reset scenario, a scope. Raises
+    InvalidInput naming the bad value; returns the command."""
+    for name in ("group", "topic", "client"):
+        value = getattr(cmd, name, None)
+        if value is not None:
+            check_name(value, name)
+    if type(cmd) is Commit or type(cmd) is Pull:
+        return cmd
+    actor = getattr(cmd, "actor", None)
+    if actor is not None:
+        check_name(actor, "actor")
+    if type(cmd) is Sync or type(cmd) is QueueBounds:
+        if cmd.source is not None:  # type: ignore[attr-defined]
+            check_source(cmd.source)  # type: ignore[attr-defined]
+    elif type(cmd) is GroupSet:
+        if cmd.initial is not None:  # type: ignore[attr-defined]
+            check_initial(cmd.initial)  # type: ignore[attr-defined]
+    elif type(cmd) is Reset:
+        _validate_reset(cmd)  # type: ignore[arg-type]
+    return cmd
+
+
+def _validate_reset(cmd: Reset) -> None:
+    scenario_field(cmd)
+    scopes = [s for s, on in (("topic", cmd.topic is not None), ("topics", bool(cmd.topics)),
+                              ("all_topics", cmd.all_topics), ("from_csv", cmd.from_csv is not None),
+                              ("plan", cmd.plan is not None)) if on]
+    if cmd.queue_id is not None and cmd.topic is None:
+        raise InvalidInput("reset: queue_id needs a topic")
+    if cmd.plan is not None:
+        if not cmd.execute:
+            raise InvalidInput("reset: a plan is given to be executed: add execute")
+        if len(scopes) != 1:
+            raise InvalidInput("reset: a plan is its own scope: drop topic/topics/all_topics")
+        for row in cmd.plan:
+            check_name(row.topic, "topic")
+        return
+    if cmd.from_csv is not None and len(scopes) > 1:
+        raise InvalidInput("--from-file is the scope: drop --topic/--all-topics")
+    if len(scopes) > 1:
+        raise InvalidInput("use either --topic or --all-topics, not both")
+    if not scopes:
+        raise InvalidInput("reset needs a scope: --topic T, --topic T:0,1 or --all-topics")
+    for spec in cmd.topics or ():
+        parse_topic_spec(spec)
+
+
+def parse_topic_spec(spec: str) -> tuple[str, tuple[int, ...] | None]:
+    """`T` (every queue of T) or `T:0,2` (queues 0 and 2): the topic name checked like every
+    other name (a topic the rest of the ledger would refuse is never stored)."""
+    name, colon, queues = spec.partition(":")
     try:
-        if op not in OPS:
-            raise InvalidInput(f"unknown op {op!r}: use one of {', '.join(OPS)}")
-        if now is None:
-            clock = ledger.now_ms()
-            now = max(parse_time(cmd["ts"], clock), ledger.state.last_ts) if "ts" in cmd else clock
-        elif "ts" in cmd:
-            parse_time(cmd["ts"], now)  # validated all the same
-        out = _dispatch(ledger, op, cmd, now, events)
-    except LedgerError as e:
-        return {"line": line_no, "op": op, "error": str(e)}
-    return {"line": line_no, "op": op, **out}
+        check_name(name, "topic")
+    except InvalidInput:
+        raise InvalidInput(f"invalid --topic {spec!r}: the topic must be 1-{NAME_LENGTH_MAX} "
+                           "characters of A-Z a-z 0-9 . _ - % |, optionally :QUEUE,QUEUE"
+                           ) from None
+    if not colon:
+        return name, None
+    ids = []
+    for q in queues.split(","):
+        if re.fullmatch(r"[0-9]{1,10}", q.strip()) is None or int(q) > QUEUE_ID_MAX:
+            raise InvalidInput(f"invalid --topic {spec!r}: queue ids must be integers between 0 "
+                               f"and {QUEUE_ID_MAX}, like {name}:0,2")
+        ids.append(int(q))
+    return name, tuple(sorted(set(ids)))
 
 
-def fast_command(ledger: Ledger, cmd: dict[str, Any], line_no: int,
-                 events: EventBuffer, now: int | None = None) -> dict[str, Any] | None:
-    """The hot path: a well-formed commit or pull with names already validated in this process
-    on a key in the common case (see State.fast_commit). None means "take the general path",
-    which validates and decides everything; the two write the same events
-    (tests/ledger/test_fast_path.py)."""
-    op = cmd.get("op")
-    if op != "commit" and op != "pull":
-        return None
-    group, topic, qid, client = cmd.get("group"), cmd.get("topic"), cmd.get("queue_id"), cmd.get("client")
-    names = _KNOWN_NAMES
+def scope_topics(specs: Iterable[str]) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
+    """`--topic` specs merged per topic (a whole topic wins over some of its queues)."""
+    merged: dict[str, set[int] | None] = {}
+    for spec in specs:
+        name, ids = parse_topic_spec(spec)
+        if ids is None or (name in merged and merged[name] is None):
+            merged[name] = None
+            continue
+        merged[name] = (merged.get(name) or set()) | set(ids)
+    return tuple((t, None if q is None else tuple(sorted(q))) for t, q in merged.items())
+
+
+# ----------------------------------------------------------------------------- decoding
+_decoder = msgspec.json.Decoder(AnyCommand)
+_loose = msgspec.json.Decoder()
+_BOM = b"\xef\xbb\xbf"
+_AT_PATH = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
+
+
+def from_json(raw: bytes | str, line: int | None = None) -> Command:
+    """One command from one JSON object (an NDJSON line or a request body); InvalidInput names
+    the field and the bad value (and the line, when it is not JSON)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
     try:
-        if not (group in names and topic in names and (client is None or client in names)):
-            return None
-    except TypeError:  # unhashable JSON values (lists, objects): the general path reports them
-        return None
-    if type(qid) is not int or not 0 <= qid <= QUEUE_ID_MAX:
-        return None
-    state = ledger.state
-    ts = cmd.get("ts")
-    if ts is not None and not (type(ts) is int and 0 <= ts <= TS_MAX):
-        return None
-    if now is None:
-        now = ledger.now_ms() if ts is None else (ts if ts > state.last_ts else state.last_ts)
-    retention = ledger.settings.offsets_retention_ms
-    if op == "commit":
-        offset = cmd.get("offset")
-        if (type(offset) is not int or not 0 <= offset <= OFFSET_MAX
-                or cmd.get("generation") is not None):
-            return None
-        if state.fast_commit(group, topic, qid, offset, client, now, retention, events) is None:
-            return None
-        return {"line": line_no, "op": op, "accepted": True, "reason": None, "offset": offset}
-    max_count = cmd.get("max", 32)
-    if client is None or type(max_count) is not int or not 1 <= max_count <= PULL_MAX:
-        return None
-    r = state.fast_pull(group, topic, qid, client, max_count, now, retention, events)
-    if r is None:
-        return None
-    return {"line": line_no, "op": op, "next_offset": r[0], "generation": r[1], "count": r[2]}
+        return validate(_decoder.decode(data))
+    except msgspec.ValidationError as e:
+        raise InvalidInput(_explain(str(e), _loose_value(data))) from None
+    except msgspec.DecodeError as e:
+        where = f"line {line}: " if line is not None else ""
+        if not data.strip():
+            raise InvalidInput(f"{where}empty line") from None
+        raise InvalidInput(f"{where}invalid JSON: {e}") from None
 
 
-def run_line(ledger: Ledger, cmd: Any, line_no: int, events: EventBuffer,
-              now: int | None = None) -> dict[str, Any]:
-    """One line by the hot path when it applies, else by the general one (same effects)."""
-    result = fast_command(ledger, cmd, line_no, events, now) if type(cmd) is dict else None
-    return result if result is not None else run_command(ledger, cmd, line_no, events, now)
+def from_obj(obj: Any) -> Command:
+    """One command from a decoded JSON value (a dict, or a Command passed as is)."""
+    if isinstance(obj, Command):  # built by a Python call: its fields were not checked yet
+        obj = msgspec.to_builtins(obj)
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"a command must be a JSON object, not {_shown(obj)}")
+    try:
+        return validate(msgspec.convert(obj, AnyCommand))
+    except msgspec.ValidationError as e:
+        raise InvalidInput(_explain(str(e), obj)) from None
 
 
-def _dispatch(ledger: Ledger, op: str, cmd: dict[str, Any], now: int,
-              events: EventBuffer) -> dict[str, Any]:
-    state = ledger.state
-    retention = ledger.settings.offsets_retention_ms
-    if op == "queue_append":
-        topic = check_name(_get(cmd, "topic"), "topic")
-        qid = check_queue_id(_get(cmd, "queue_id"))
-        count = check_int(_get(cmd, "count", 1), "count", 1, APPEND_COUNT_MAX)
-        store = cmd.get("store_time")
-        store_ts = parse_time(store, now) if store is not None else now
-        lo, hi = state.decide_queue_append(topic, qid, count, store_ts, now, events)
-        return {"topic": topic, "queue_id": qid, "min_offset": lo, "max_offset": hi}
-    if op == "queue_truncate":
-        topic = check_name(_get(cmd, "topic"), "topic")
-        qid = check_queue_id(_get(cmd, "queue_id"))
-        lo, hi = state.decide_queue_truncate(
-            topic, qid, check_offset(_get(cmd, "min_offset"), "min_offset"), now, events)
-        return {"topic": topic, "queue_id": qid, "min_offset": lo, "max_offset": hi}
-    if op == "pull":
-        group, topic, qid = cmd.get("group"), cmd.get("topic"), cmd.get("queue_id")
-        client, max_count = cmd.get("client"), cmd.get("max", 32)
-        check_pull(group, topic, qid, client, max_count)
-        r = state.decide_pull(group, topic, qid, client, max_count, now, retention, events)
-        return {"next_offset": r.next_offset, "generation": r.generation, "count": r.count}
-    if op == "commit":
-        group, topic, qid = cmd.get("group"), cmd.get("topic"), cmd.get("queue_id")
-        offset, client, gen = cmd.get("offset"), cmd.get("client"), cmd.get("generation")
-        check_commit(group, topic, qid, offset, client, gen)
-        c = state.decide_commit(group, topic, qid, offset, client, gen, now, retention, events)
-        out: dict[str, Any] = {"accepted": c.accepted, "reason": c.reason, "offset": c.offset}
-        if not c.accepted:
-            out["error"] = f"commit refused: {c.reason}"
-        return out
-    if op == "group_set":
-        group = check_name(cmd.get("group"), "group")
-        timeout = cmd.get("client_timeout")
-        timeout_ms = parse_duration(timeout) if isinstance(timeout, str) else timeout
-        check_group_settings(cmd.get("mode"), cmd.get("initial"), timeout_ms)
-        initial = cmd.get("initial")
-        if isinstance(initial, str) and initial.startswith("timestamp:"):
-            initial = f"timestamp:{parse_time(initial.split(':', 1)[1], now)}"
-        g = state.decide_group_set(group, now, events, mode=cmd.get("mode"), initial=initial,
-                                   client_timeout_ms=timeout_ms, actor=cmd.get("actor"))
-        return {"consumer_group": group, "mode": g.mode, "initial": g.initial,
-                "client_timeout_ms": g.client_timeout_ms}
-    if op == "group_delete":
-        group = check_name(cmd.get("group"), "group")
-        n = state.decide_delete_group(group, cmd.get("actor"), now, events)
-        return {"consumer_group": group, "queues_deleted": n}
-    # reset: planned against the current state, executed into this batch when asked
-    group = check_name(cmd.get("group"), "group")
-    scenario = scenario_from(cmd, now)
-    if cmd.get("all_topics"):
-        scope = Scope(all_topics=True)
-    else:
-        topic = check_name(cmd.get("topic"), "topic")
-        qid = cmd.get("queue_id")
-        scope = Scope(topics=((topic, None if qid is None else (check_queue_id(qid),)),))
-    actor = cmd.get("actor")
-    reason = cmd.get("reason")
-    if reason is not None and (not isinstance(reason, str) or len(reason) > REASON_LENGTH_MAX):
-        raise InvalidInput(f"invalid reason {reason!r:.80}")
-    plan = ledger.reset(group, scenario, scope=scope, backward_only=bool(cmd.get("backward_only")),
-                        actor=actor, reason=reason, now_ms=now)
-    execute = cmd.get("execute", False)
-    if not isinstance(execute, bool):
-        raise InvalidInput(f"invalid execute {execute!r}: expected true or false")
-    force = cmd.get("force", False)
-    if not isinstance(force, bool):
-        raise InvalidInput(f"invalid force {force!r}: expected true or false")
-    if execute:
-        from ledger.reset import reset_detail
+def decode_lines(lines: list[bytes], first_line: int = 1) -> list[Command | InvalidInput]:
+    """Every line (without its newline) as a command or the error naming it (no line aborts
+    the others): one result per line, blank ones included."""
+    out: list[Command | InvalidInput] = []
+    for n, line in enumerate(lines, start=first_line):
+        try:
+            out.append(from_json(line.rstrip(b"\r"), n))
+        except InvalidInput as e:
+            out.append(e)
+    return out
 
-        detail = reset_detail(scenario, reason, bool(cmd.get("backward_only")))
-        ledger._enforce_policy(plan, detail, force, now)  # the batch before it is durable
-        state.decide_reset(plan.items, actor, detail, now, events)
-    return {"executed": execute, "plan": plan.rows(), "messages_replayed": plan.messages_replayed,
-            "messages_skipped": plan.messages_skipped}
+
+def decode_document(data: bytes) -> list[Command | InvalidInput]:
+    """A request body: a JSON array of command objects, or NDJSON (one object per line)."""
+    stripped = data.lstrip(_BOM).lstrip()
+    if not stripped.startswith(b"["):
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        return decode_lines(lines)
+    try:
+        items = _loose.decode(stripped)
+    except msgspec.DecodeError as e:
+        raise InvalidInput(f"invalid JSON: {e}") from None
+    out: list[Command | InvalidInput] = []
+    for item in items:
+        try:
+            out.append(from_obj(item))
+        except InvalidInput as e:
+            out.append(e)
+    return out
+
+
+def iter_ndjson(stream: Iterable[bytes]) -> Iterator[Command | InvalidInput]:
+    """Lines of a stream decoded one by one (stdin: results may follow each batch)."""
+    for n, raw in enumerate(stream, start=1):
+        try:
+            yield from_json(raw.rstrip(b"\r\n"), n)
+        except InvalidInput as e:
+            yield e
+
+
+def from_arrow_rows(columns: dict[str, list[Any]], rows: Sequence[int]) -> list[Command | InvalidInput]:
+    """Rows of a command table (one column per field; null = absent) as commands."""
+    names = list(columns)
+    out: list[Command | InvalidInput] = []
+    for i in rows:
+        obj = {k: v for k in names if (v := columns[k][i]) is not None}
+        try:
+            out.append(from_obj(obj))
+        except InvalidInput as e:
+            out.append(e)
+    return out
+
+
+# ----------------------------------------------------------------------------- messages
+def _loose_value(data: bytes) -> Any:
+    try:
+        return _loose.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) or not _jsonable(value) else \
+        msgspec.json.encode(value).decode()
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        msgspec.json.encode(value)
+        return True
+    except (TypeError, msgspec.EncodeError):
+        return False
+
+
+def _explain(message: str, obj: Any) -> str:
+    """msgspec's "Expected `int` >= 0 - at `$.offset`" as "invalid offset -1: expected ...",
+    with the value taken from the loosely decoded input."""
+    m = _AT_PATH.match(message)
+    what = m.group("what") if m else message
+    path = m.group("path") if m else None
+    op = obj.get("op") if isinstance(obj, dict) else None
+    if what.startswith("Object missing required field"):
+        field = what.split("`")[1]
+        if field == "op":
+            return f"a command needs an op: use one of {', '.join(OPS)}"
+        return f"{op} needs {field}"
+    if what.startswith("Object contains unknown field"):
+        field = what.split("`")[1]
+        known = ", ".join(f for f in BY_OP[op].__struct_fields__) if op in BY_OP else ""
+        return f"unknown field {field!r} in a {op} command" + (f": use {known}" if known else "")
+    if path == ".op":
+        return f"unknown op {_shown(op)}: use one of {', '.join(OPS)}"
+    if path:
+        value: Any = obj
+        for part in re.findall(r"\.([A-Za-z_]+)|\[(\d+)\]", path):
+            key, index = part
+            try:
+                value = value[key] if key else value[int(index)]
+            except (KeyError, IndexError, TypeError):
+                value = None
+                break
+        field = path.lstrip(".").replace("_", " ")
+        return f"invalid {field} {_shown(value)}: {_plain_words(what)}"
+    return _plain_words(what)
+
+
+_TYPE_WORDS = {"int": "an integer", "str": "a string", "bool": "true or false", "null": "null",
+               "object": "an object", "array": "an array", "float": "a number with a fraction",
+               "int | str": "an integer or a string"}
+
+
+def _plain_words(what: str) -> str:
+    """msgspec's "Expected `int` >= 0" as "expected an integer >= 0"."""
+    text = re.sub(r"`([^`]+)`", lambda m: _TYPE_WORDS.get(m.group(1), m.group(1)), what)
+    return text[0].lower() + text[1:] if text else text

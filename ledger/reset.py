@@ -80,10 +80,15 @@ def plan_reset(
         current = state.committed(key, now_ms)
         mode, value = scenario.mode, scenario.value
         name = f"{topic}:{queue_id}"
+        if q is None and current is None:
+            raise InvalidInput(
+                f"unknown queue {name}: no messages recorded there and group {group!r} has no "
+                "offset there (append messages or import the queue's bounds first)")
         if q is None and mode in ("to_earliest", "to_latest", "to_datetime", "by_duration"):
             raise RefusedError(
                 "unknown_bounds",
-                f"queue {name} has unknown bounds (known only from a sync): {mode} cannot be planned",
+                f"queue {name} has unknown bounds (an offset is known there, no messages): "
+                f"{mode} cannot be planned",
             )
         if mode == "to_offset":
             target = value

@@ -85,9 +85,15 @@ class Position:
     expired: bool = False  # removed by offset retention: restart from MinOffset
     last_client: str | None = None
     last_pull_ts: int = -1
-    last_active_ts: int = -1  # last commit or pull (offset retention)
+    last_active_ts: int = -1  # last commit or pull (broadcast liveness)
     last_update_ts: int = -1
     client_generations: dict[str, int] = field(default_factory=dict)
+
+    def expiry_due(self, now_ms: int, retention_ms: int) -> bool:
+        """Offset retention: an offset with no commit, pull, sync or reset for `retention_ms`
+        (an offset a sync or a reset created expires too, though no client ever used it)."""
+        return self.committed is not None and (
+            now_ms - max(self.last_active_ts, self.last_update_ts) > retention_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +289,8 @@ class State:
             pos.pending = True
         elif kind == "sync":
             pos.committed = offset
+            if offset is None:
+                pos.pulled = None
         elif kind == "clamp":
             moves = json.loads(detail)["fields"]  # type: ignore[arg-type]
             if "committed" in moves:
@@ -332,18 +340,20 @@ class State:
         self.apply(kind, ts, group, topic, queue_id, offset, None, generation, client, None, detail)
 
     def decide_queue_append(
-        self, topic: str, queue_id: int, count: int, store_ts: int, now_ms: int, out: EventBuffer
+        self, topic: str, queue_id: int, count: int, store_ts: int, now_ms: int, out: EventBuffer,
+        actor: str = "system", detail: str | None = None,
     ) -> tuple[int, int]:
         q = self.queues.get((topic, queue_id))
         before = q.max_offset if q is not None else 0
         self.emit(out, QueueAppend(ts=now_ms, topic=topic, queue_id=queue_id,
-                                    offset=before + count, prev_offset=before, actor="system",
-                                    store_ts=store_ts))
+                                    offset=before + count, prev_offset=before, actor=actor,
+                                    store_ts=store_ts, detail=detail))
         q = self.queues[(topic, queue_id)]
         return q.min_offset, q.max_offset
 
     def decide_queue_truncate(
-        self, topic: str, queue_id: int, min_offset: int, now_ms: int, out: EventBuffer
+        self, topic: str, queue_id: int, min_offset: int, now_ms: int, out: EventBuffer,
+        actor: str = "system", detail: str | None = None,
     ) -> tuple[int, int]:
         q = self.queues.get((topic, queue_id))
         if q is None:
@@ -355,7 +365,32 @@ class State:
         if min_offset > q.min_offset:
             self.emit(out, QueueTruncate(ts=now_ms, topic=topic, queue_id=queue_id,
                                           offset=min_offset, prev_offset=q.min_offset,
-                                          actor="system"))
+                                          actor=actor, detail=detail))
+        return q.min_offset, q.max_offset
+
+    def decide_queue_bounds(
+        self, topic: str, queue_id: int, max_offset: int | None, min_offset: int | None,
+        store_ts: int, now_ms: int, out: EventBuffer, actor: str, detail: str | None,
+    ) -> tuple[int, int]:
+        """Raise a queue's bounds to what a tool reported (never lower them): MaxOffset by a
+        queue_append of the difference, MinOffset by a queue_truncate."""
+        q = self.queues.get((topic, queue_id))
+        if q is None and max_offset is None:
+            raise InvalidInput(f"unknown queue {topic}:{queue_id}: give its max_offset")
+        lo, hi = (q.min_offset, q.max_offset) if q is not None else (0, 0)
+        new_hi = hi if max_offset is None else max(hi, max_offset)
+        if min_offset is not None and min_offset > new_hi:
+            raise InvalidInput(f"invalid min_offset {min_offset} for {topic}:{queue_id}: above "
+                               f"MaxOffset {new_hi}")
+        if q is None or new_hi > hi:
+            self.emit(out, QueueAppend(ts=now_ms, topic=topic, queue_id=queue_id, offset=new_hi,
+                                        prev_offset=hi, actor=actor, store_ts=store_ts,
+                                        detail=detail))
+        if min_offset is not None and min_offset > lo:
+            self.emit(out, QueueTruncate(ts=now_ms, topic=topic, queue_id=queue_id,
+                                          offset=min_offset, prev_offset=lo, actor=actor,
+                                          detail=detail))
+        q = self.queues[(topic, queue_id)]
         return q.min_offset, q.max_offset
 
     def decide_group_set(
@@ -377,9 +412,7 @@ class State:
         self, key: Key, pos: Position, client: str | None, now_ms: int, retention_ms: int,
         out: EventBuffer,
     ) -> None:
-        if pos.committed is not None and pos.last_active_ts >= 0 and (
-            now_ms - pos.last_active_ts > retention_ms
-        ):
+        if pos.expiry_due(now_ms, retention_ms):
             self.emit(out, Expire(ts=now_ms, consumer_group=key[0], topic=key[1],
                                    queue_id=key[2], prev_offset=pos.committed,
                                    generation=pos.generation, client_id=client, actor="system",
@@ -436,7 +469,7 @@ class State:
     # tests/ledger/test_fast_path.py replays both and compares.
     def fast_commit(
         self, group: str, topic: str, queue_id: int, offset: int, client: str | None,
-        now_ms: int, retention_ms: int, out: EventBuffer,
+        now_ms: int, retention_ms: int, out: EventBuffer, actor: str | None = None,
     ) -> int | None:
         key = (group, topic, queue_id)
         pos = self.positions.get(key)
@@ -451,7 +484,7 @@ class State:
         if q is not None and offset > q.max_offset:
             return None
         out.rows.append((now_ms, "commit", group, topic, queue_id, offset, None, pos.generation,
-                         client, None if client else "operator", None, None))
+                         client, actor or (None if client else "operator"), None, None))
         pos.committed = offset
         pos.last_active_ts = pos.last_update_ts = now_ms
         self.dirty_keys.add(key)
@@ -462,7 +495,7 @@ class State:
 
     def fast_pull(
         self, group: str, topic: str, queue_id: int, client: str, max_count: int, now_ms: int,
-        retention_ms: int, out: EventBuffer,
+        retention_ms: int, out: EventBuffer, actor: str | None = None,
     ) -> tuple[int, int, int] | None:
         key = (group, topic, queue_id)
         pos = self.positions.get(key)
@@ -484,7 +517,7 @@ class State:
             count = max_count
         generation = pos.generation
         out.rows.append((now_ms, "pull", group, topic, queue_id, next_offset + count, None,
-                         generation, client, None, None,
+                         generation, client, actor, None,
                          f"redeliver from {next_offset}" if next_offset < pulled else None))
         pos.pulled = next_offset + count
         pos.last_client = client
@@ -498,7 +531,7 @@ class State:
 
     def decide_pull(
         self, group: str, topic: str, queue_id: int, client: str | None, max_count: int,
-        now_ms: int, retention_ms: int, out: EventBuffer,
+        now_ms: int, retention_ms: int, out: EventBuffer, actor: str | None = None,
     ) -> PullResult:
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
@@ -512,7 +545,7 @@ class State:
             start, why = self._initial_offset(key, pos, now_ms)
             self.emit(out, Initial(ts=now_ms, consumer_group=group, topic=topic,
                                     queue_id=queue_id, offset=start, generation=pos.generation,
-                                    client_id=client, actor=None if client else "system",
+                                    client_id=client, actor=actor or (None if client else "system"),
                                     detail=why))
             next_offset = start
         else:
@@ -532,12 +565,13 @@ class State:
         if pos.pulled is not None and next_offset < pos.pulled and not pos.pending:
             detail = f"redeliver from {next_offset}"
         self._emit_values(out, now_ms, "pull", group, topic, queue_id, next_offset + count,
-                          pos.generation, client, None, detail)
+                          pos.generation, client, actor, detail)
         return PullResult(next_offset, pos.generation, count)
 
     def decide_commit(
         self, group: str, topic: str, queue_id: int, offset: int, client: str | None,
         generation: int | None, now_ms: int, retention_ms: int, out: EventBuffer,
+        actor: str | None = None,
     ) -> CommitResult:
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
@@ -559,15 +593,13 @@ class State:
         q = self.queues.get((topic, queue_id))
         if q is not None and offset > q.max_offset:
             return CommitResult(False, "invalid", pos.committed)
-        expired_now = pos.committed is not None and pos.last_active_ts >= 0 and (
-            now_ms - pos.last_active_ts > retention_ms
-        )
+        expired_now = pos.expiry_due(now_ms, retention_ms)
         if not expired_now and pos.committed is not None and offset < pos.committed:
             return CommitResult(False, "stale", pos.committed)
         pos = self._position(key, bclient)
         self._expire_if_idle(key, pos, bclient, now_ms, retention_ms, out)
         self._emit_values(out, now_ms, "commit", group, topic, queue_id, offset, pos.generation,
-                          client, None if client else "operator", None)
+                          client, actor or (None if client else "operator"), None)
         return CommitResult(True, None, pos.committed)
 
     def decide_expire_all(self, now_ms: int, retention_ms: int, out: EventBuffer) -> int:
@@ -595,23 +627,20 @@ class State:
         return len(keys)
 
     def decide_sync(
-        self, entries: Iterable[tuple[str, str, int, int]], source: str, now_ms: int,
-        out: EventBuffer,
-    ) -> list[tuple[str, str, int, int | None, int]]:
-        """Overwrite offsets from a snapshot; unchanged keys append nothing. Returns the changes."""
-        changes = []
-        for group, topic, queue_id, offset in entries:
-            key = (group, topic, queue_id)
-            pos = self.positions.get(key)
-            before = pos.committed if pos is not None else None
-            if before == offset:
-                continue
-            gen = pos.generation if pos is not None else 0
+        self, group: str, topic: str, queue_id: int, offset: int | None, source: str,
+        now_ms: int, out: EventBuffer, actor: str | None = None,
+    ) -> int | None:
+        """Overwrite an offset from a snapshot (None removes it); an unchanged key appends
+        nothing. Returns the offset before."""
+        key = (group, topic, queue_id)
+        pos = self.positions.get(key)
+        before = pos.committed if pos is not None else None
+        if before != offset:
             self.emit(out, Sync(ts=now_ms, consumer_group=group, topic=topic, queue_id=queue_id,
-                                 offset=offset, prev_offset=before, generation=gen,
-                                 actor=f"sync:{source}", detail=f"sync from {source}"))
-            changes.append((group, topic, queue_id, before, offset))
-        return changes
+                                 offset=offset, prev_offset=before,
+                                 generation=pos.generation if pos is not None else 0,
+                                 actor=actor or f"sync:{source}", detail=f"sync from {source}"))
+        return before
 
     def decide_reset(
         self, plan: Iterable[PlanItem], actor: str | None, detail: str, now_ms: int,

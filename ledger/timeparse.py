@@ -47,6 +47,15 @@ def parse_time(text: object, now_ms: Callable[[], int] | int | None = None) -> i
     return value
 
 
+def check_time(text: object, what: str) -> None:
+    """Refuse a time that cannot be parsed whatever the clock (`now` passes): lets a face
+    report bad input before it opens anything."""
+    try:
+        parse_time(text, 0)
+    except InvalidInput as e:
+        raise InvalidInput(f"{what}: {e}") from None
+
+
 def parse_duration(text: object) -> int:
     """Milliseconds of an ISO-8601 duration (PT1M, P7D, PT0.5S)."""
     if not isinstance(text, str):

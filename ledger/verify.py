@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from ledger.checkpoint import state_to_table, table_to_state
 from ledger.events import EVENT_SCHEMA
-from ledger.ledger import VIEW_FILE
 from ledger.state import State
+from ledger.writer import VIEW_FILE
 from storage import SegmentedLog, StorageError
 from storage.fs import FileSystem
 from storage.verify import LogVerifyReport, Problem, verify_log

@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS groups (
     client_timeout_ms BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS view_position (next_seq BIGINT NOT NULL);
+"""
+#: The views over the tables (also created in the read-only SQL sandbox over copies of them).
+VIEWS_DDL = """
 CREATE OR REPLACE VIEW pending_resets AS
     SELECT consumer_group, topic, queue_id, NULL::VARCHAR AS client_id, generation
     FROM offsets WHERE pending
@@ -92,6 +95,8 @@ SELECT m.consumer_group, m.topic, m.queue_id, q.min_offset, q.max_offset,
 FROM merged m LEFT JOIN queues q USING (topic, queue_id)
 WHERE m.committed_offset IS NOT NULL;
 """
+
+VIEW_TABLES = ("offsets", "client_offsets", "queues", "groups")
 
 _OFFSETS_SCHEMA = pa.schema([
     ("consumer_group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
@@ -185,6 +190,7 @@ class View:
         self.con = con
         con.execute("SET threads TO 2")
         con.execute(DDL)
+        con.execute(VIEWS_DDL)
 
     @classmethod
     def open(cls, path: Path | None) -> View:
@@ -285,6 +291,11 @@ class View:
         self.con.register("events_tail", tail)
         source = segments_source(segment_paths, "events_tail")
         self.con.execute("CREATE OR REPLACE TEMP VIEW events AS " + events_select(source))
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The view's tables as Arrow (what the SQL sandbox queries)."""
+        return {name: arrow_result(self.con.execute(f"SELECT * FROM {name}"))
+                for name in VIEW_TABLES}
 
     def close(self) -> None:
         self.con.close()

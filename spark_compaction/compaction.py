@@ -40,7 +40,7 @@ import pyarrow as pa
 from ledger import settings as ledger_settings
 from ledger.errors import InvalidInput
 from ledger.events import EVENT_SCHEMA
-from ledger.ledger import log_settings
+from ledger.writer import log_settings
 from spark_compaction.checksum import Checksum, content_checksum, content_checksums
 from spark_compaction.session import (
     Roots,

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.compute as pc
-
 from ledger.checkpoint import CHECKPOINT_SCHEMA
-from ledger.errors import HistoryUnavailable, InvalidInput
-from ledger.limits import check_offset
+from ledger.errors import InvalidInput
+from ledger.state_at import resolve_point as ledger_point
+from ledger.state_at import ts_before
 from ledger.timeline import quote
 from spark_compaction.session import (
     LogSnapshot,
@@ -169,51 +168,16 @@ class ReplayPoint:
     checkpoint: Path | None
 
 
-def first_seq_after(log: SegmentedLog, ts: int) -> int:
-    """The first seq whose ts is > `ts` (ts never goes backwards along the log): the segment is
-    found by the manifest's ts_max, then only its seq and ts columns are read."""
-    for s in log.segments():
-        if s.ts_max > ts:
-            t = log.read(seq_gte=s.base_seq, seq_lt=s.end_seq, columns=["seq", "ts"])
-            return _first_after(t, ts, s.end_seq)
-    return _first_after(log.tail().select(["seq", "ts"]), ts, log.next_seq)
-
-
-def _first_after(t: Any, ts: int, default: int) -> int:
-    if t.num_rows == 0:
-        return default
-    idx = pc.index(pc.greater(t.column("ts"), ts), True).as_py()
-    return default if idx < 0 else t.column("seq")[idx].as_py()
-
-
-def ts_before(log: SegmentedLog, seq_to: int) -> int:
-    """Ledger time of the last event before `seq_to` (0 when there is none)."""
-    if seq_to <= log.start_seq:
-        return 0
-    t = log.read(seq_gte=seq_to - 1, seq_lt=seq_to, columns=["ts"])
-    return t.column("ts")[0].as_py() if t.num_rows else 0
-
-
 def resolve_point(
     log: SegmentedLog, *, at_ts: int | None = None, at_seq: int | None = None
 ) -> ReplayPoint:
-    """The replay bounds for a ledger time or a log position (as `Ledger.state_at` picks them);
-    neither means the end of the log, judged at its last event's ts."""
+    """The replay bounds for a ledger time or a log position, exactly as `Ledger.state_at`
+    picks them (the same function: the same refusals after log retention); neither means the
+    end of the log, judged at its last event's ts."""
     if at_ts is not None and at_seq is not None:
         raise InvalidInput("replay needs at most one of at_ts or at_seq")
-    end = log.next_seq
-    if at_ts is not None:
-        seq_to, when = first_seq_after(log, at_ts), at_ts
-    else:
-        seq_to = end if at_seq is None else min(check_offset(at_seq, "seq"), end)
-        when = ts_before(log, seq_to)
-    cps = [c for c in log.checkpoints() if c <= seq_to]
-    if not cps and log.start_seq > 0:
-        raise HistoryUnavailable(
-            f"state before seq {log.start_seq} is no longer answerable (log retention); "
-            f"the earliest point still answerable is seq {log.start_seq}")
-    cp = cps[-1] if cps else 0
-    return ReplayPoint(cp, seq_to, when, log.checkpoint_path(cp) if cps else None)
+    point = ledger_point(log, ts=at_ts, seq=at_seq)
+    return ReplayPoint(point.checkpoint, point.seq_to, point.at_ts, point.checkpoint_path)
 
 
 def replay_frame(
@@ -236,7 +200,7 @@ def replay_frame(
 
 def ledger_now_ms(root: str | os.PathLike[str]) -> int:
     """`now` on a ledger as `Ledger.now_ms` has it: the wall clock, never before the last event."""
-    from ledger.ledger import wall_clock_ms
+    from ledger.writer import wall_clock_ms
 
     with open_reader(root) as log:
         return max(wall_clock_ms(), ts_before(log, log.next_seq))

@@ -27,9 +27,9 @@ def test_init_with_a_bad_durability_creates_nothing(cli: Cli) -> None:
 
 def test_queue_append_truncate_and_list(cli: Cli) -> None:
     assert cli.json("queue", "append", "--topic", T, "--queue", "0", "--count", "200") == {
-        "topic": T, "queue_id": 0, "min_offset": 0, "max_offset": 200}
+        "topic": T, "queue_id": 0, "min_offset": 0, "max_offset": 200, "seq": 0}
     assert cli.json("queue", "truncate", "--topic", T, "--queue", "0", "--min-offset", "50") == {
-        "topic": T, "queue_id": 0, "min_offset": 50, "max_offset": 200}
+        "topic": T, "queue_id": 0, "min_offset": 50, "max_offset": 200, "seq": 1}
     cli.json("queue", "append", "--topic", "other", "--queue", "3",
              "--store-time", "2026-11-20T10:00:00.123+08:00")
     assert cli.json("queue", "list", "--topic", T) == [
@@ -40,7 +40,7 @@ def test_queue_append_truncate_and_list(cli: Cli) -> None:
 def test_group_set_list_delete(committed: Cli) -> None:
     out = committed.json("group", "set", "--group", "b", "--mode", "broadcast",
                          "--initial", "timestamp:2026-11-20T10:00:00", "--client-timeout", "PT1M")
-    assert out == {"consumer_group": "b", "mode": "broadcast",
+    assert out == {"consumer_group": "b", "mode": "broadcast", "seq": 11,
                    "initial": "timestamp:1795168800000", "client_timeout_ms": 60_000}
     rows = committed.json("group", "list")
     assert [r["consumer_group"] for r in rows] == ["b", G]
@@ -48,8 +48,8 @@ def test_group_set_list_delete(committed: Cli) -> None:
     g = rows[1]
     assert (g["mode"], g["queues"], g["lag"]) == ("clustering", 2, 200)
     assert g["last_update"].endswith("Z")
-    assert committed.json("group", "delete", "--group", G) == {
-        "consumer_group": G, "queues_deleted": 2}
+    out = committed.json("group", "delete", "--group", G)
+    assert (out["consumer_group"], out["queues_deleted"]) == (G, 2)
     deletes = committed.json("history", "--group", G, "--topic", T, "--kind", "delete")
     assert [(e["queue_id"], e["prev_offset"], e["offset"]) for e in deletes] == [
         (0, 100, None), (1, 100, None)]
@@ -64,9 +64,11 @@ def test_group_set_rejects_a_bad_mode(committed: Cli) -> None:
 
 def test_pull_then_commit(committed: Cli) -> None:
     assert committed.json("pull", "--group", G, "--topic", T, "--queue", "0", "--client", "c1",
-                          "--max", "10") == {"next_offset": 100, "generation": 0, "count": 10}
+                          "--max", "10") == {"next_offset": 100, "generation": 0, "count": 10,
+                                             "seq": 11}
     assert committed.json("commit", "--group", G, "--topic", T, "--queue", "0", "--offset", "110",
-                          "--client", "c1") == {"accepted": True, "reason": None, "offset": 110}
+                          "--client", "c1") == {"accepted": True, "reason": None, "offset": 110,
+                                                "seq": 12}
 
 
 def test_refused_commit_prints_its_result_and_exits_1(committed: Cli) -> None:
@@ -74,7 +76,8 @@ def test_refused_commit_prints_its_result_and_exits_1(committed: Cli) -> None:
     r = committed("commit", "--group", G, "--topic", T, "--queue", "0", "--offset", "90",
                   "--client", "c1", "--json")
     assert r.exit_code == 1
-    assert json.loads(r.stdout) == {"accepted": False, "reason": "stale", "offset": 100}
+    assert json.loads(r.stdout) == {"accepted": False, "reason": "stale", "offset": 100,
+                                    "error": "commit refused: stale"}
     assert "stale" in r.stderr
     assert committed.events() == before
 

@@ -137,7 +137,7 @@ def test_to_earliest_on_a_queue_with_unknown_bounds_is_refused(committed: Cli,
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["--topic", T, "--to-earliest", "--to-latest"], "got --to-earliest, --to-latest"),
+    (["--topic", T, "--to-earliest", "--to-latest"], "got to_earliest, to_latest"),
     (["--topic", T], "got none"),
     (["--topic", T, "--to-earliest", "--dry-run", "--execute"], "--dry-run or --execute"),
     (["--to-earliest"], "needs a scope"),

@@ -1,25 +1,29 @@
-"""The hot path for commits and pulls writes exactly the events the general path writes."""
+"""The hot path for commits and pulls (State.fast_commit / fast_pull) writes exactly the events
+the general rules write, and the per-command executor takes it for most lines."""
 
 from __future__ import annotations
 
 import pytest
 
-import ledger.commands as commands
+import ledger.executor as executor
 from bench.workload import generate
 from ledger import Ledger
+from ledger.state import State
 from tests.conftest import FakeClock
 
 
 def _log(root, cmds, monkeypatch, fast: bool):
     taken = []
-    real = commands.fast_command
+    monkeypatch.setattr(executor, "COLUMN_MIN", 10**9)  # every batch per command
+    for name in ("fast_commit", "fast_pull"):
+        real = getattr(State, name)
 
-    def counting(*args):
-        r = real(*args) if fast else None
-        taken.append(r is not None)
-        return r
+        def counting(self, *args, _real=real, **kw):
+            r = _real(self, *args, **kw) if fast else None
+            taken.append(r is not None)
+            return r
 
-    monkeypatch.setattr(commands, "fast_command", counting)
+        monkeypatch.setattr(State, name, counting)
     with Ledger.open(root, clock=FakeClock(), segment_events_max=5_000) as led:
         results = list(led.apply(cmds))
         log = led.log.read()

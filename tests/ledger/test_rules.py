@@ -401,7 +401,7 @@ def test_a_failing_view_flush_does_not_fail_a_durable_append(ledger, monkeypatch
         raise duckdb.IOException("disk gone")
 
     monkeypatch.setattr(ledger.view, "flush", broken)
-    monkeypatch.setattr(ledger, "settings", msgspec.structs.replace(ledger.settings,
+    monkeypatch.setattr(ledger.writer, "settings", msgspec.structs.replace(ledger.settings,
                                                                     view_flush_batches=1))
     seq = ledger.log.next_seq
     ledger.queue_append(T, 0, 10)  # acknowledged although the view could not be written

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ledger.ledger as ledger_mod
+import ledger.state_at as state_at_mod
 import ledger.timeline as timeline
+import ledger.writer as writer_mod
 from ledger import Ledger
 from ledger.state import State, snapshot_rows
 from ledger.timeline import state_at_sql
@@ -61,13 +62,13 @@ def full_query(led: Ledger, *, ts: int | None = None, seq: int | None = None,
     """The state-at answer as before: STATE_AT_SQL over every group, in one query."""
     if seq is not None:
         seq_to = min(seq, led.log.next_seq)
-        at_ts = led._ts_before(seq_to)
+        at_ts = state_at_mod.ts_before(led.log, seq_to)
     else:
         assert ts is not None
         seq_to, at_ts = brute_first_seq_after(led, ts), ts
     cps = [c for c in led.log.checkpoints() if c <= seq_to]
     cp = cps[-1] if cps else 0
-    view = led._ready_view()
+    view = led.writer.ready_view()
     source = segments_source(
         [s.path for s in led.log.segments() if s.end_seq > cp and s.base_seq < seq_to],
         "events_tail")
@@ -158,12 +159,12 @@ def test_broadcast_set_in_the_range_and_at_the_checkpoint(tmp_path):
 @pytest.fixture
 def small_row_groups(monkeypatch) -> Iterator[int]:
     """Segments of 20 events in row groups of 4: the statistics pick one of five."""
-    make = ledger_mod.log_settings
+    make = writer_mod.log_settings
 
     def settings_with_small_row_groups(cfg):
         return msgspec.structs.replace(make(cfg), row_group_events=4)
 
-    monkeypatch.setattr(ledger_mod, "log_settings", settings_with_small_row_groups)
+    monkeypatch.setattr(writer_mod, "log_settings", settings_with_small_row_groups)
     yield 4
 
 
@@ -189,7 +190,7 @@ def test_first_seq_after_at_row_group_boundaries(tmp_path, small_row_groups, mon
                   ts[-1] + 10_000}
         points |= {t + d for t in ts for d in (-1, 0, 1)}
         for t in sorted(points):
-            assert led._first_seq_after(t) == brute_first_seq_after(led, t), t
+            assert state_at_mod.first_seq_after(led.log, t) == brute_first_seq_after(led, t), t
         # the row group read is the one the statistics name, not the whole segment
         reads = []
         real = type(led.log).read
@@ -199,7 +200,7 @@ def test_first_seq_after_at_row_group_boundaries(tmp_path, small_row_groups, mon
             return real(log, **kw)
 
         monkeypatch.setattr(type(led.log), "read", counting_read)
-        assert led._first_seq_after(ts[45]) == brute_first_seq_after_plain(ts, ts[45])
+        assert state_at_mod.first_seq_after(led.log, ts[45]) == brute_first_seq_after_plain(ts, ts[45])
         monkeypatch.undo()
         assert reads and all(hi - lo <= 4 for lo, hi in reads)
 
@@ -216,10 +217,10 @@ def test_first_seq_after_reads_the_whole_segment_without_statistics(
             clock.advance(5)
             list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
         led.log.settle()  # list a segment still sealing in the background
-        monkeypatch.setattr(ledger_mod, "_row_group_after", lambda path, ts: None)
+        monkeypatch.setattr(state_at_mod, "row_group_after", lambda path, ts: None)
         ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
         for t in [T0 - 1, *ts, ts[-1] + 1]:
-            assert led._first_seq_after(t) == brute_first_seq_after(led, t), t
+            assert state_at_mod.first_seq_after(led.log, t) == brute_first_seq_after(led, t), t
 
 
 def test_row_group_after_names_the_first_row_group_past_ts(tmp_path, small_row_groups):
@@ -233,9 +234,9 @@ def test_row_group_after_names_the_first_row_group_past_ts(tmp_path, small_row_g
         (segment,) = led.log.segments()
         ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
     # ts by seq: 3 per value; row groups [0,4) [4,8) [8,12) [12,16) [16,20)
-    assert ledger_mod._row_group_after(segment.path, ts[0] - 1) == (0, 4)
-    assert ledger_mod._row_group_after(segment.path, ts[3]) == (4, 8)  # ts[3..5] equal: 3 | 4 5
-    assert ledger_mod._row_group_after(segment.path, ts[8]) == (8, 12)  # ts[6..8]: 6 7 | 8
-    assert ledger_mod._row_group_after(segment.path, ts[9]) == (12, 16)  # ts[9..11] in [8,12)
-    assert ledger_mod._row_group_after(segment.path, ts[-1]) is None
-    assert ledger_mod._row_group_after(tmp_path / "missing.parquet", 0) is None
+    assert state_at_mod.row_group_after(segment.path, ts[0] - 1) == (0, 4)
+    assert state_at_mod.row_group_after(segment.path, ts[3]) == (4, 8)  # ts[3..5] equal: 3 | 4 5
+    assert state_at_mod.row_group_after(segment.path, ts[8]) == (8, 12)  # ts[6..8]: 6 7 | 8
+    assert state_at_mod.row_group_after(segment.path, ts[9]) == (12, 16)  # ts[9..11] in [8,12)
+    assert state_at_mod.row_group_after(segment.path, ts[-1]) is None
+    assert state_at_mod.row_group_after(tmp_path / "missing.parquet", 0) is None

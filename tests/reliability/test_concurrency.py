@@ -163,7 +163,8 @@ def test_reads_during_a_long_apply_answer_from_a_consistent_prefix(tmp_path: Pat
         final = led.log.read()
     for events in snapshots:  # each reader saw a prefix of what the writer ended with
         assert events.equals(final.slice(0, events.num_rows))
-    assert snapshots[0].num_rows < snapshots[-1].num_rows < final.num_rows
+    # (lines are applied as soon as they arrive: the last read may already see them all)
+    assert snapshots[0].num_rows < snapshots[-1].num_rows <= final.num_rows
 
 
 def test_a_view_file_held_by_another_process_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -134,9 +134,11 @@ def _check_log(root: Path, *, view: bool = True) -> Any:
 @given(lines=st.lists(apply_line(), min_size=1, max_size=8))
 def test_every_apply_line_gets_a_result_or_an_error(fuzzed: Path, lines: list[bytes]) -> None:
     r = Cli(fuzzed)("apply", "-", "--json", input=b"\n".join(lines) + b"\n")
-    assert r.exit_code == 0, (r.exit_code, r.stderr, r.exception)
-    assert "Traceback" not in r.stderr and r.stderr == ""
     results = [json.loads(x) for x in r.stdout.splitlines()]
+    every_line_failed = all("error" in x for x in results)  # then exit 1, and stderr says so
+    assert r.exit_code == int(every_line_failed), (r.exit_code, r.stderr, r.exception)
+    assert "Traceback" not in r.stderr
+    assert r.stderr == ("every line failed: nothing was applied\n" if every_line_failed else "")
     assert [x["line"] for x in results] == list(range(1, len(lines) + 1))
     events = _check_log(fuzzed, view=False)
     for line, result in zip(lines, results, strict=True):
@@ -285,7 +287,8 @@ def test_real_processes_exit_with_one_line_and_no_traceback(
     assert "Traceback" not in r.stderr + r.stdout
     assert r.returncode in (0, 1, 2), r.stderr
     if args[0] == "apply" and fragment is None:  # undecodable lines are per-line errors
-        assert r.returncode == 0
+        assert r.returncode == 1  # every line failed: exit 1, and stderr says so
+        assert "every line failed" in r.stderr
         results = [json.loads(x) for x in r.stdout.splitlines()]
         assert len(results) == 2 and all("error" in x for x in results)
         return

@@ -18,8 +18,8 @@ import pytest
 
 from ledger import Ledger
 from ledger.events import EVENT_SCHEMA, Event, to_record_batch
-from ledger.ledger import log_settings
 from ledger.settings import load as load_settings
+from ledger.writer import log_settings
 from storage import OsFileSystem, SegmentedLog
 from storage import manifest as manifest_io
 from storage.names import log_dir

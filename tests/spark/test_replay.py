@@ -8,7 +8,7 @@ import random
 import pytest
 
 from cli import invoke
-from ledger import Ledger
+from ledger import HistoryUnavailable, Ledger
 from spark_compaction import compact, replay
 from tests.spark.conftest import T0, FakeClock, random_ledger
 
@@ -44,10 +44,15 @@ def test_replay_is_the_same_after_compaction_and_log_retention(spark, tmp_path):
     with Ledger.open(root, clock=clock) as led:
         assert replay(root, at_ts=probe) == led.state_at(ts=probe).to_pylist()
         clock.advance(10 * 24 * 3_600_000)
-        led.retention(log_retention_ms=3_600_000)
+        led.retention(log_retention_ms=3_600_000)  # expires every offset, retires the segments
         assert led.log.start_seq > 0
-        late = times[-1]
-        assert replay(root, at_ts=late) == led.state_at(ts=late).to_pylist()
+        before = times[-1]  # retired: the offset expiries after it are in the checkpoint
+        with pytest.raises(HistoryUnavailable, match="earliest time still answerable"):
+            led.state_at(ts=before)
+        with pytest.raises(HistoryUnavailable, match="earliest time still answerable"):
+            replay(root, at_ts=before)
+        late = led.now_ms()
+        assert replay(root, at_ts=late) == led.state_at(ts=late).to_pylist() == []
 
 
 def test_cli_replay_prints_what_at_prints(spark, tmp_path, capsys):

@@ -126,10 +126,10 @@ def build_stream(n_commands: int, seed: int) -> list[bytes]:
 
 
 def decoded_commands(lines: list[bytes]) -> Any:
-    """The lines as the CLI decodes them (same function, same errors)."""
-    from cli import ndjson_commands
+    """The lines as `apply` decodes them (same function, same errors)."""
+    from ledger.commands import iter_ndjson
 
-    return ndjson_commands(iter(lines), lambda: None, lambda _n: None)
+    return list(iter_ndjson(lines))
 
 
 # ====================================================================== the reference
