@@ -49,6 +49,14 @@ from storage.lock import WriterLock
 from storage.manifest import CheckpointEntry, Manifest, SegmentEntry
 from storage.retention import plan_retention
 from storage.roll import RollParams, SegmentFacts, should_roll
+from storage.schema import (
+    SEQ_COLUMN,
+    TS_COLUMN,
+    check_columns,
+    check_schema,
+    conform,
+    not_null_indices,
+)
 from storage.sealed import (
     FooterCache,
     ReadStats,
@@ -64,8 +72,6 @@ from storage.settings import LogSettings
 
 log = logging.getLogger(__name__)
 
-SEQ_COLUMN = "seq"
-TS_COLUMN = "ts"
 # How often a reader re-reads the manifest when a writer changes files under it.
 READER_RETRIES_MAX = 20
 # Sealed files are checksummed in pieces of this size (no whole-file buffer for big segments).
@@ -155,11 +161,7 @@ class SegmentedLog:
         self._checkpoint_dir = names.checkpoint_dir(root)
         self._seq_index = schema.get_field_index(SEQ_COLUMN)
         self._ts_index = schema.get_field_index(TS_COLUMN)
-        # Columns that must hold no nulls: the non-nullable ones and ts (seq is overwritten).
-        self._not_null_indices = tuple(
-            i for i, f in enumerate(schema)
-            if i != self._seq_index and (not f.nullable or i == self._ts_index)
-        )
+        self._not_null_indices = not_null_indices(schema)
         self._roll_params = RollParams(
             settings.segment_events_max, settings.segment_bytes_max, settings.segment_age_ms_max
         )
@@ -439,7 +441,7 @@ class SegmentedLog:
         append (the active segment stays the source); a later change retries it and logs why.
         """
         with self._changing():
-            data = self._conform(batch)
+            data = conform(batch, self.schema, self._not_null_indices)
             now = self._clock()
             first = self.next_seq
             sealed = self._publish_finished()
@@ -458,44 +460,6 @@ class SegmentedLog:
             if self._full():
                 sealed += self._seal_after_append(background=self.settings.seal_in_background)
             return AppendResult(first, self.next_seq, tuple(sealed))
-
-    def _conform(self, data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
-        """The rows as one record batch of the log's schema, or SchemaError saying what differs."""
-        if isinstance(data, pa.Table):
-            table = data.combine_chunks()
-            batches = table.to_batches()
-            if not batches:
-                batch = pa.RecordBatch.from_pylist([], schema=table.schema)
-            elif len(batches) == 1:
-                batch = batches[0]
-            else:
-                batch = pa.concat_batches(batches)
-        elif isinstance(data, pa.RecordBatch):
-            batch = data
-        else:
-            raise SchemaError(f"append takes a pyarrow RecordBatch or Table, got {type(data)}")
-        if batch.schema.equals(self.schema):
-            for index in self._not_null_indices:
-                if batch.column(index).null_count:
-                    name = self.schema.field(index).name
-                    raise SchemaError(f"column {name} holds nulls but is not nullable")
-            return batch
-        found = batch.schema.names
-        if found != self.schema.names:
-            missing = [n for n in self.schema.names if n not in found]
-            extra = [n for n in found if n not in self.schema.names]
-            if missing or extra or len(found) != len(set(found)):
-                raise SchemaError(
-                    f"rows do not match the log's columns: missing {missing}, extra {extra}"
-                )
-            batch = batch.select(self.schema.names)
-        for index, field in enumerate(self.schema):
-            column = batch.column(index)
-            if not column.type.equals(field.type):
-                raise SchemaError(f"column {field.name} is {column.type}, the log has {field.type}")
-            if column.null_count and index in self._not_null_indices:
-                raise SchemaError(f"column {field.name} holds nulls but is not nullable")
-        return pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
 
     def _unsealed(self) -> tuple[int, int]:
         """Events and (about) bytes of the active segment not being sealed already."""
@@ -804,7 +768,7 @@ class SegmentedLog:
         `LogRangeError` naming the earliest seq and ts still held.
         """
         bounds = SeqTsRange(seq_gte, seq_lt, ts_gte, ts_lt)
-        wanted = self._columns(columns)
+        wanted = check_columns(self.schema, columns)
         with self._mutex:
             self._check_open()
             for attempt in range(READER_RETRIES_MAX):
@@ -815,14 +779,6 @@ class SegmentedLog:
                     if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
                         raise
             raise AssertionError("unreachable")
-
-    def _columns(self, columns: list[str] | None) -> list[str]:
-        if columns is None:
-            return list(self.schema.names)
-        unknown = [c for c in columns if c not in self.schema.names]
-        if unknown:
-            raise SchemaError(f"unknown columns {unknown}; the log has {self.schema.names}")
-        return list(columns)
 
     def _moved_on(self) -> bool:
         """Reader: re-read the manifest; True (and a new snapshot) if it changed."""
@@ -1173,20 +1129,3 @@ class SegmentedLog:
             f"next_seq={self.next_seq}, segments={len(self._manifest.segments)})"
         )
 
-
-def check_schema(schema: pa.Schema) -> None:
-    """The log needs int64 `seq` and `ts` and no dictionary columns (frames carry no dictionaries)."""
-    for name in (SEQ_COLUMN, TS_COLUMN):
-        index = schema.get_field_index(name)
-        if index < 0:
-            raise SchemaError(f"the log's schema needs an int64 column {name!r}")
-        if not schema.field(index).type.equals(pa.int64()):
-            raise SchemaError(f"column {name!r} must be int64, got {schema.field(index).type}")
-    if len(set(schema.names)) != len(schema.names):
-        raise SchemaError(f"duplicate column names in {schema.names}")
-    for field in schema:
-        if pa.types.is_dictionary(field.type):
-            raise SchemaError(
-                f"column {field.name} is dictionary-typed; use the value type (Parquet "
-                "dictionary-encodes strings anyway)"
-            )
