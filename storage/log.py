@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from storage import manifest as manifest_io
 from storage import names
-from storage.active import ActiveSegment, RecoveredTail
+from storage.active import RecoveredTail
 from storage.errors import (
     CorruptManifestError,
     CorruptSegmentError,
@@ -37,6 +37,7 @@ from storage.errors import (
     StorageError,
     WriteFailedError,
 )
+from storage.failure import FailureLatch
 from storage.fs import (
     FileSystem,
     OsFileSystem,
@@ -68,6 +69,7 @@ from storage.sealed import (
     read_table,
     write_parquet_checked,
 )
+from storage.segments import LogSegments, SegmentInfo
 from storage.settings import LogSettings
 
 log = logging.getLogger(__name__)
@@ -76,18 +78,6 @@ log = logging.getLogger(__name__)
 READER_RETRIES_MAX = 20
 # Sealed files are checksummed in pieces of this size (no whole-file buffer for big segments).
 CRC_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-class SegmentInfo(msgspec.Struct, frozen=True):
-    """A sealed segment: seqs [base_seq, end_seq), ts extremes, size and where it lives."""
-
-    base_seq: int
-    end_seq: int
-    ts_min: int
-    ts_max: int
-    events: int
-    bytes: int
-    path: Path
 
 
 class AppendResult(msgspec.Struct, frozen=True):
@@ -157,25 +147,19 @@ class SegmentedLog:
         self._clock = clock
         self._writer = writer
         self._fs = fs
-        self._log_dir = names.log_dir(root)
-        self._checkpoint_dir = names.checkpoint_dir(root)
-        self._seq_index = schema.get_field_index(SEQ_COLUMN)
-        self._ts_index = schema.get_field_index(TS_COLUMN)
+        self._segments = LogSegments(root, fs, schema)
         self._not_null_indices = not_null_indices(schema)
         self._roll_params = RollParams(
             settings.segment_events_max, settings.segment_bytes_max, settings.segment_age_ms_max
         )
         self._mutex = threading.RLock()
         self._lock: WriterLock | None = None
-        self._manifest = Manifest()
-        self._active = self._new_active(0)
         # The seal being written by the background sealer: the active WAL's first rows, as
         # Parquet files not yet listed (the WAL stays the source until a commit publishes them).
         self._sealing: _SealJob | None = None
         self._sealer: ThreadPoolExecutor | None = None
-        self._failed: LogFailedError | None = None
+        self._latch = FailureLatch()
         self._closed = False
-        self._last_sync_ms = 0
         self._footers = FooterCache()
         self._verified_files: set[tuple[str, int, int]] = set()
         self.last_read_stats = ReadStats()
@@ -216,46 +200,41 @@ class SegmentedLog:
             log_._open_reader()
         return log_
 
-    def _new_active(self, base_seq: int) -> ActiveSegment:
-        return ActiveSegment(
-            self._fs, self._log_dir, base_seq, self.schema, self._seq_index, self._ts_index
-        )
-
     def _open_writer(self) -> None:
         fs = self._fs
         fs.makedirs(self.root)
         self._lock = WriterLock(self.root)
         self._lock.acquire()
         try:
-            fs.makedirs(self._log_dir)
-            fs.makedirs(self._checkpoint_dir)
-            current = manifest_io.load(fs, self._log_dir)
+            fs.makedirs(self._segments.log_dir)
+            fs.makedirs(self._segments.checkpoint_dir)
+            current = manifest_io.load(fs, self._segments.log_dir)
             if current is None:
                 current = self._create()
             self._check_stored_schema(current)
-            self._manifest = current
+            self._segments.manifest = current
             deleted = self._delete_unlisted()
             self._check_live_files()
-            self._active = self._new_active(current.active_base_seq)
-            tail = self._active.load(truncate=True)
+            self._segments.active = self._segments.new_active(current.active_base_seq)
+            tail = self._segments.active.load(truncate=True)
             if tail.bytes_cut:
                 log.warning("cut %d bytes of torn tail from %s: %s", tail.bytes_cut,
                             tail.path, tail.reason)
             deleted += self._drop_checkpoints_beyond_the_end()
             now = self._clock()
-            self._last_sync_ms = now
-            if self._active.rolling_ts_ms is not None:
-                self._active.rolling_ts_ms = min(self._active.rolling_ts_ms, now)
+            self._segments.active_synced_ms = now
+            if self._segments.active.rolling_ts_ms is not None:
+                self._segments.active.rolling_ts_ms = min(self._segments.active.rolling_ts_ms, now)
             sealed: list[SegmentInfo] = []
-            active = self._active
+            active = self._segments.active
             if (active.events >= self.settings.segment_events_max
                     or active.bytes >= self.settings.segment_bytes_max):
-                with self._failing_on_fsync():
+                with self._latch.failing_on_fsync():
                     # a full disk must not stop the open
                     sealed = self._seal_after_append(background=False)
             self.recovery = RecoveryReport(tail, tuple(deleted), tuple(sealed))
         except BaseException:
-            self._active.close()
+            self._segments.active.close()
             self._lock.release()
             raise
 
@@ -263,33 +242,35 @@ class SegmentedLog:
         """Unlist checkpoints past the recovered log end: they hold a state of events the log
         lost (an unsynced tail under durability "batch" or "none", then a power loss), and the
         seq they name would later be reached by other events."""
-        end = self._active.end_seq
-        beyond = [c for c in self._manifest.checkpoints if c.seq > end]
+        end = self._segments.active.end_seq
+        beyond = [c for c in self._segments.manifest.checkpoints if c.seq > end]
         if not beyond:
             return []
-        with self._failing_on_fsync():
-            self._commit(checkpoints=tuple(c for c in self._manifest.checkpoints if c.seq <= end))
+        with self._latch.failing_on_fsync():
+            self._segments.commit(
+                checkpoints=tuple(c for c in self._segments.manifest.checkpoints if c.seq <= end)
+            )
         log.warning("dropped checkpoints beyond the log end %d: %s", end,
                     [c.file for c in beyond])
         for checkpoint in beyond:
-            remove_quietly(self._fs, self._checkpoint_dir / checkpoint.file)
-        return [f"{self._checkpoint_dir.name}/{c.file}" for c in beyond]
+            remove_quietly(self._fs, self._segments.checkpoint_dir / checkpoint.file)
+        return [f"{self._segments.checkpoint_dir.name}/{c.file}" for c in beyond]
 
     def _create(self) -> Manifest:
         """Commit the first manifest of a new log; refuse if segments exist without one."""
         leftovers = [
-            n for n in self._fs.listdir(self._log_dir)
+            n for n in self._fs.listdir(self._segments.log_dir)
             if names.is_log_file(n) and not n.endswith(names.TMP_SUFFIX)
             and n != names.MANIFEST_FILE
         ]
         if leftovers:
             raise CorruptManifestError(
-                manifest_io.manifest_path(self._log_dir),
-                f"missing, but {self._log_dir} holds {sorted(leftovers)[:5]}: refusing to "
+                manifest_io.manifest_path(self._segments.log_dir),
+                f"missing, but {self._segments.log_dir} holds {sorted(leftovers)[:5]}: refusing to "
                 "start a new log over them",
             )
         first = Manifest(revision=1, schema=manifest_io.encode_schema(self.schema))
-        return manifest_io.commit(self._fs, self._log_dir, first)
+        return manifest_io.commit(self._fs, self._segments.log_dir, first)
 
     def _check_stored_schema(self, current: Manifest) -> None:
         stored = current.arrow_schema()
@@ -301,15 +282,15 @@ class SegmentedLog:
 
     def _delete_unlisted(self) -> list[str]:
         """Delete our files that the manifest does not list (leftovers of interrupted steps)."""
-        current = self._manifest
+        current = self._segments.manifest
         live_log = {e.file for e in current.segments}
         live_log.add(names.wal_name(current.active_base_seq))
         live_log.add(names.MANIFEST_FILE)
         live_checkpoints = {c.file for c in current.checkpoints}
         deleted: list[str] = []
         for directory, live, ours in (
-            (self._log_dir, live_log, names.is_log_file),
-            (self._checkpoint_dir, live_checkpoints, names.is_checkpoint_file),
+            (self._segments.log_dir, live_log, names.is_log_file),
+            (self._segments.checkpoint_dir, live_checkpoints, names.is_checkpoint_file),
         ):
             for name in sorted(self._fs.listdir(directory)):
                 if ours(name) and name not in live and remove_quietly(self._fs, directory / name):
@@ -319,8 +300,8 @@ class SegmentedLog:
         return deleted
 
     def _check_live_files(self) -> None:
-        for entry in self._manifest.segments:
-            path = self._log_dir / entry.file
+        for entry in self._segments.manifest.segments:
+            path = self._segments.log_dir / entry.file
             try:
                 size = self._fs.size(path)
             except FileNotFoundError:
@@ -332,8 +313,8 @@ class SegmentedLog:
                     path, entry.base_seq, entry.end_seq,
                     f"file holds {size} bytes, the manifest says {entry.bytes}",
                 )
-        for checkpoint in self._manifest.checkpoints:
-            path = self._checkpoint_dir / checkpoint.file
+        for checkpoint in self._segments.manifest.checkpoints:
+            path = self._segments.checkpoint_dir / checkpoint.file
             if not self._fs.exists(path):
                 raise CorruptSegmentError(
                     path, None, None, f"checkpoint at seq {checkpoint.seq} is missing"
@@ -345,19 +326,19 @@ class SegmentedLog:
     def _take_snapshot(self) -> None:
         """Read manifest then tail; retry until the manifest did not change in between."""
         for _ in range(READER_RETRIES_MAX):
-            first = manifest_io.load(self._fs, self._log_dir)
+            first = manifest_io.load(self._fs, self._segments.log_dir)
             if first is None:
                 raise StorageError(
-                    f"no log at {self.root}: {manifest_io.manifest_path(self._log_dir)} "
+                    f"no log at {self.root}: {manifest_io.manifest_path(self._segments.log_dir)} "
                     "not found"
                 )
             self._check_stored_schema(first)
-            active = self._new_active(first.active_base_seq)
+            active = self._segments.new_active(first.active_base_seq)
             tail = active.load(truncate=False)
-            second = manifest_io.load(self._fs, self._log_dir)
+            second = manifest_io.load(self._fs, self._segments.log_dir)
             if second is not None and second.revision == first.revision:
-                self._manifest = first
-                self._active = active
+                self._segments.manifest = first
+                self._segments.active = active
                 self.recovery = RecoveryReport(tail)
                 return
         raise StorageError(f"the log at {self.root} kept changing while taking a snapshot")
@@ -374,12 +355,12 @@ class SegmentedLog:
     @property
     def next_seq(self) -> int:
         """The seq the next appended row gets."""
-        return self._active.end_seq
+        return self._segments.active.end_seq
 
     @property
     def start_seq(self) -> int:
         """The log start: the first seq still held (advances with retention)."""
-        return self._manifest.log_start_seq
+        return self._segments.manifest.log_start_seq
 
     @property
     def writer(self) -> bool:
@@ -389,7 +370,7 @@ class SegmentedLog:
     @property
     def failed(self) -> bool:
         """True after an fsync failure: changes are refused until the log is reopened."""
-        return self._failed is not None
+        return self._latch.error is not None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -402,27 +383,15 @@ class SegmentedLog:
             self._check_open()
             if not self._writer:
                 raise ReadOnlyError(f"the log at {self.root} was opened with writer=False")
-            if self._failed is not None:
-                raise self._failed
-            with self._failing_on_fsync():
+            if self._latch.error is not None:
+                raise self._latch.error
+            with self._latch.failing_on_fsync():
                 try:
                     yield
                 except OSError as exc:
                     if isinstance(exc, StorageError):
                         raise
                     raise WriteFailedError(self.root, exc) from exc
-
-    @contextmanager
-    def _failing_on_fsync(self) -> Iterator[None]:
-        try:
-            yield
-        except FsyncError as exc:
-            self._failed = LogFailedError(exc)
-            log.error("%s", self._failed)
-            raise self._failed from exc
-        except LogFailedError as exc:
-            self._failed = exc
-            raise
 
     # ----------------------------------------------------------------------------- append
 
@@ -451,7 +420,8 @@ class SegmentedLog:
                     sealed += self._seal()
                 return AppendResult(first, first, tuple(sealed))
             seqs = pa.array(np.arange(first, first + rows, dtype=np.int64))
-            data = data.set_column(self._seq_index, self.schema.field(self._seq_index), seqs)
+            seq_index = self._segments.seq_index
+            data = data.set_column(seq_index, self.schema.field(seq_index), seqs)
             if self._roll_due(now):
                 sealed += self._seal(carry=True)
             # One frame: after a crash the batch is there whole or not at all, so a command's
@@ -463,7 +433,7 @@ class SegmentedLog:
 
     def _unsealed(self) -> tuple[int, int]:
         """Events and (about) bytes of the active segment not being sealed already."""
-        active = self._active
+        active = self._segments.active
         job = self._sealing
         if job is None or active.events == 0:
             return active.events, active.bytes
@@ -472,7 +442,7 @@ class SegmentedLog:
 
     def _facts(self) -> SegmentFacts:
         events, size = self._unsealed()
-        return SegmentFacts(events, size, self._active.rolling_ts_ms)
+        return SegmentFacts(events, size, self._segments.active.rolling_ts_ms)
 
     def _roll_due(self, now_ms: int) -> bool:
         return should_roll(self._roll_params, self._facts(), now_ms)
@@ -485,20 +455,20 @@ class SegmentedLog:
 
     def _write(self, chunk: pa.RecordBatch, now_ms: int) -> None:
         """One frame into the active segment, then an fsync as durability asks."""
-        active = self._active
+        active = self._segments.active
         created = active.append(chunk, now_ms)
         durability = self.settings.durability
         if created and durability != "none":
-            sync_dir(self._fs, self._log_dir)
+            sync_dir(self._fs, self._segments.log_dir)
         if durability == "always" or (
             durability == "batch"
             and (
                 active.unsynced_events >= self.settings.batch_fsync_events_effective
-                or now_ms - self._last_sync_ms >= self.settings.batch_fsync_interval_ms
+                or now_ms - self._segments.active_synced_ms >= self.settings.batch_fsync_interval_ms
             )
         ):
             active.sync()
-            self._last_sync_ms = now_ms
+            self._segments.active_synced_ms = now_ms
 
     # ----------------------------------------------------------------------------- seal
 
@@ -547,7 +517,7 @@ class SegmentedLog:
         """
         if self._sealing is not None:
             raise AssertionError("a seal is already running")
-        active = self._active
+        active = self._segments.active
         if active.events == 0:
             return False
         step = self.settings.segment_events_max
@@ -571,7 +541,7 @@ class SegmentedLog:
                 piece = table.slice(offset, step)
                 base = base_seq + offset
                 name = names.parquet_name(base)
-                size, crc = write_parquet_checked(self._fs, self._log_dir / name, piece,
+                size, crc = write_parquet_checked(self._fs, self._segments.log_dir / name, piece,
                                                   self.settings)
                 ts = pc.min_max(piece.column(TS_COLUMN))
                 entries.append(SegmentEntry(
@@ -582,7 +552,7 @@ class SegmentedLog:
         except Exception as exc:
             if not isinstance(exc, FsyncError):
                 for entry in entries:
-                    remove_quietly(self._fs, self._log_dir / entry.file)
+                    remove_quietly(self._fs, self._segments.log_dir / entry.file)
             raise
         return entries
 
@@ -595,9 +565,9 @@ class SegmentedLog:
             return []
         self._sealing = None
         entries = job.future.result()
-        active = self._active
-        written = [self._log_dir / e.file for e in entries]
-        following = self._new_active(active.base_seq + job.rows)
+        active = self._segments.active
+        written = [self._segments.log_dir / e.file for e in entries]
+        following = self._segments.new_active(active.base_seq + job.rows)
         try:
             if active.events > job.rows:
                 if not remove_quietly(self._fs, following.path):
@@ -608,9 +578,9 @@ class SegmentedLog:
                 following.append(pa.concat_batches(rest) if len(rest) > 1 else rest[0],
                                  self._clock())
                 following.sync()
-            sync_dir(self._fs, self._log_dir)
-            self._commit(
-                segments=self._manifest.segments + tuple(entries),
+            sync_dir(self._fs, self._segments.log_dir)
+            self._segments.commit(
+                segments=self._segments.manifest.segments + tuple(entries),
                 active_base_seq=following.base_seq,
             )
         except Exception as exc:  # not on KeyboardInterrupt: the commit may have happened
@@ -621,9 +591,9 @@ class SegmentedLog:
             raise
         active.close()
         remove_quietly(self._fs, active.path)
-        self._active = following
-        self._last_sync_ms = self._clock()
-        return [self._info(e) for e in entries]
+        self._segments.active = following
+        self._segments.active_synced_ms = self._clock()
+        return [self._segments.info(e) for e in entries]
 
     def _publish_finished(self) -> list[SegmentInfo]:
         """List a seal the sealer has finished. If it failed, seal again now: a second failure
@@ -634,7 +604,7 @@ class SegmentedLog:
             raise
         except (OSError, StorageError) as exc:
             log.warning("sealing %s failed on the sealer thread (%s); retrying it now",
-                        self._active.path, exc)
+                        self._segments.active.path, exc)
             return self._seal(carry=True)
 
     def _seal_after_append(self, *, background: bool) -> list[SegmentInfo]:
@@ -659,35 +629,21 @@ class SegmentedLog:
             raise
         except (OSError, StorageError) as exc:
             log.warning("sealing %s failed after its rows were written (%s); the next append "
-                        "retries it", self._active.path, exc)
+                        "retries it", self._segments.active.path, exc)
         return sealed
-
-    def _commit(self, **changes: object) -> None:
-        """Commit a manifest with `changes` and the next revision; the in-memory copy follows."""
-        proposed = msgspec.structs.replace(
-            self._manifest, revision=self._manifest.revision + 1, **changes
-        )
-        self._manifest = manifest_io.commit(self._fs, self._log_dir, proposed)
-
-    def _info(self, entry: SegmentEntry) -> SegmentInfo:
-        return SegmentInfo(
-            base_seq=entry.base_seq, end_seq=entry.end_seq, ts_min=entry.ts_min,
-            ts_max=entry.ts_max, events=entry.events, bytes=entry.bytes,
-            path=self._log_dir / entry.file,
-        )
 
     def sync(self) -> None:
         """Fsync the active segment now (for durability "batch" or "none")."""
         with self._changing():
-            self._active.sync()
-            self._last_sync_ms = self._clock()
+            self._segments.active.sync()
+            self._segments.active_synced_ms = self._clock()
 
     # ----------------------------------------------------------------------------- reads
 
     def segments(self) -> list[SegmentInfo]:
         """Sealed segments in seq order, as the manifest lists them."""
         with self._mutex:
-            return [self._info(e) for e in self._manifest.segments]
+            return [self._segments.info(e) for e in self._segments.manifest.segments]
 
     def segment_paths(self) -> list[Path]:
         """Paths of the sealed segments in seq order (what Spark or DuckDB should read).
@@ -700,9 +656,9 @@ class SegmentedLog:
             self._check_open()
             for attempt in range(READER_RETRIES_MAX):
                 try:
-                    for entry in self._manifest.segments:
+                    for entry in self._segments.manifest.segments:
                         self._check_file(entry)
-                    return [self._log_dir / e.file for e in self._manifest.segments]
+                    return [self._segments.log_dir / e.file for e in self._segments.manifest.segments]
                 except CorruptSegmentError:
                     if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
                         raise
@@ -715,7 +671,7 @@ class SegmentedLog:
         key = (entry.file, entry.bytes, entry.crc32c)
         if key in self._verified_files:
             return
-        path = self._log_dir / entry.file
+        path = self._segments.log_dir / entry.file
         try:
             source = self._fs.open_input(path)
         except FileNotFoundError:
@@ -750,7 +706,7 @@ class SegmentedLog:
     def tail(self) -> pa.Table:
         """The active segment's rows (decoded tail), in seq order, columns in schema order."""
         with self._mutex:
-            return self._active.table()
+            return self._segments.active.table()
 
     def read(
         self,
@@ -782,15 +738,15 @@ class SegmentedLog:
 
     def _moved_on(self) -> bool:
         """Reader: re-read the manifest; True (and a new snapshot) if it changed."""
-        current = manifest_io.load(self._fs, self._log_dir)
-        if current is None or current.revision == self._manifest.revision:
+        current = manifest_io.load(self._fs, self._segments.log_dir)
+        if current is None or current.revision == self._segments.manifest.revision:
             return False
         self._take_snapshot()
         self._footers = FooterCache()  # names may have been reused by the writer
         return True
 
     def _read_once(self, bounds: SeqTsRange, wanted: list[str]) -> pa.Table:
-        current = self._manifest
+        current = self._segments.manifest
         self._check_range(bounds, current)
         needed = set(wanted) | {SEQ_COLUMN, TS_COLUMN}
         read_columns = [n for n in self.schema.names if n in needed]
@@ -803,11 +759,11 @@ class SegmentedLog:
                 continue
             stats.segments_read += 1
             self._check_file(entry)
-            ref = SegmentRef(self._log_dir / entry.file, entry.base_seq, entry.end_seq,
+            ref = SegmentRef(self._segments.log_dir / entry.file, entry.base_seq, entry.end_seq,
                              entry.events, entry.bytes)
             piece = read_segment(self._fs, ref, bounds, read_columns, stats, self._footers)
             pieces.append(pa.Table.from_arrays(piece.columns, schema=target))
-        active = self._active
+        active = self._segments.active
         if active.events and bounds.overlaps(
             active.base_seq, active.end_seq - 1, active.ts_min, active.ts_max
         ):
@@ -823,7 +779,7 @@ class SegmentedLog:
     def _earliest_ts(self, current: Manifest) -> int | None:
         if current.segments:
             return current.segments[0].ts_min
-        return self._active.ts_min
+        return self._segments.active.ts_min
 
     def _check_range(self, bounds: SeqTsRange, current: Manifest) -> None:
         """Refuse bounds that reach history retention deleted (DESIGN.md: a clear error)."""
@@ -854,19 +810,19 @@ class SegmentedLog:
                     f"checkpoint seq {seq} is outside 0..{self.next_seq} (the next seq)"
                 )
             name = names.checkpoint_name(seq)
-            path = self._checkpoint_dir / name
-            known = self._manifest.checkpoint_file(seq) is not None
+            path = self._segments.checkpoint_dir / name
+            known = self._segments.manifest.checkpoint_file(seq) is not None
             size, crc = write_parquet_checked(
                 self._fs, path, table, self.settings, self.settings.row_group_events
             )
-            sync_dir(self._fs, self._checkpoint_dir)
+            sync_dir(self._fs, self._segments.checkpoint_dir)
             listed = sorted(
-                (*(c for c in self._manifest.checkpoints if c.seq != seq),
+                (*(c for c in self._segments.manifest.checkpoints if c.seq != seq),
                  CheckpointEntry(seq, name, bytes=size, crc32c=crc)),
                 key=lambda c: c.seq,
             )
             try:
-                self._commit(checkpoints=tuple(listed))
+                self._segments.commit(checkpoints=tuple(listed))
             except Exception as exc:  # not on KeyboardInterrupt: it may have committed
                 if not known and not isinstance(exc, FsyncError):
                     remove_quietly(self._fs, path)
@@ -876,32 +832,32 @@ class SegmentedLog:
     def checkpoints(self) -> list[int]:
         """Seqs of the checkpoints, ascending."""
         with self._mutex:
-            return [c.seq for c in self._manifest.checkpoints]
+            return [c.seq for c in self._segments.manifest.checkpoints]
 
     def checkpoint_path(self, seq: int) -> Path:
         """Where the checkpoint at `seq` is (or would be)."""
         with self._mutex:
-            name = self._manifest.checkpoint_file(seq) or names.checkpoint_name(seq)
-            return self._checkpoint_dir / name
+            name = self._segments.manifest.checkpoint_file(seq) or names.checkpoint_name(seq)
+            return self._segments.checkpoint_dir / name
 
     def read_checkpoint(self, seq: int) -> pa.Table:
         """The table stored as the checkpoint at `seq`."""
         with self._mutex:
             self._check_open()
             for attempt in range(READER_RETRIES_MAX):
-                entry = next((c for c in self._manifest.checkpoints if c.seq == seq), None)
+                entry = next((c for c in self._segments.manifest.checkpoints if c.seq == seq), None)
                 if entry is None:
                     raise StorageError(
                         f"no checkpoint at seq {seq}; checkpoints are at {self.checkpoints()}"
                     )
                 name = entry.file
                 try:
-                    return read_table(self._fs, self._checkpoint_dir / name, size=entry.bytes,
+                    return read_table(self._fs, self._segments.checkpoint_dir / name, size=entry.bytes,
                                       crc=entry.crc32c, seq=seq)
                 except FileNotFoundError:
                     if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
                         raise CorruptSegmentError(
-                            self._checkpoint_dir / name, None, None, "checkpoint missing"
+                            self._segments.checkpoint_dir / name, None, None, "checkpoint missing"
                         ) from None
             raise AssertionError("unreachable")
 
@@ -925,10 +881,10 @@ class SegmentedLog:
             if value is not None and value < 0:
                 raise StorageError(f"{name} must be >= 0, got {value}")
         with self._changing():
-            current = self._manifest
+            current = self._segments.manifest
             plan = plan_retention(
                 current.segments, current.checkpoints, start_seq=current.log_start_seq,
-                active_bytes=self._active.bytes, covered_seq=covered_seq, now_ms=self._clock(),
+                active_bytes=self._segments.active.bytes, covered_seq=covered_seq, now_ms=self._clock(),
                 age_ms_max=age_ms_max, bytes_max=bytes_max,
             )
             if not plan.retire and not plan.drop_checkpoints:
@@ -936,7 +892,7 @@ class SegmentedLog:
             retired_ts = current.retired_ts_max
             for entry in plan.retire:
                 retired_ts = entry.ts_max if retired_ts is None else max(retired_ts, entry.ts_max)
-            self._commit(
+            self._segments.commit(
                 segments=current.segments[len(plan.retire):],
                 log_start_seq=plan.start_seq,
                 retired_ts_max=retired_ts,
@@ -944,11 +900,11 @@ class SegmentedLog:
             )
             self._footers = FooterCache()
             for entry in plan.retire:
-                remove_quietly(self._fs, self._log_dir / entry.file)
+                remove_quietly(self._fs, self._segments.log_dir / entry.file)
             for checkpoint in plan.drop_checkpoints:
-                remove_quietly(self._fs, self._checkpoint_dir / checkpoint.file)
+                remove_quietly(self._fs, self._segments.checkpoint_dir / checkpoint.file)
             return RetentionResult(
-                tuple(self._info(e) for e in plan.retire),
+                tuple(self._segments.info(e) for e in plan.retire),
                 plan.start_seq,
                 tuple(c.seq for c in plan.drop_checkpoints),
             )
@@ -970,9 +926,9 @@ class SegmentedLog:
             if not sources:
                 raise StorageError("replace needs at least one new file")
             for source in sources:
-                if source.resolve().parent == self._log_dir.resolve():
+                if source.resolve().parent == self._segments.log_dir.resolve():
                     raise StorageError(
-                        f"{source} is inside {self._log_dir}: stage new files elsewhere"
+                        f"{source} is inside {self._segments.log_dir}: stage new files elsewhere"
                     )
             facts = sorted(
                 ((inspect_file(self._fs, p, self.schema), p) for p in sources),
@@ -990,7 +946,7 @@ class SegmentedLog:
                 raise StorageError(
                     f"new files cover seqs {base}..{expected}, the replaced segments {base}..{end}"
                 )
-            taken = set(self._fs.listdir(self._log_dir))
+            taken = set(self._fs.listdir(self._segments.log_dir))
             moves: list[tuple[Path, Path, bool]] = []
             entries: list[SegmentEntry] = []
             try:
@@ -1000,7 +956,7 @@ class SegmentedLog:
                         variant += 1
                     name = names.parquet_name(fact.seq_min, variant)
                     taken.add(name)
-                    destination = self._log_dir / name
+                    destination = self._segments.log_dir / name
                     copied = self._move_in(source, destination)
                     moves.append((source, destination, copied))
                     sync_file(self._fs, destination)
@@ -1010,26 +966,26 @@ class SegmentedLog:
                         ts_max=fact.ts_max, events=fact.rows,
                         bytes=len(content), file=name, crc32c=crc32c.crc32c(content),
                     ))
-                sync_dir(self._fs, self._log_dir)
-                segments = self._manifest.segments
-                self._commit(segments=segments[:start] + tuple(entries) + segments[stop:])
+                sync_dir(self._fs, self._segments.log_dir)
+                segments = self._segments.manifest.segments
+                self._segments.commit(segments=segments[:start] + tuple(entries) + segments[stop:])
             except Exception as exc:  # not on KeyboardInterrupt: the commit may have happened
                 if not isinstance(exc, FsyncError):
                     self._undo_moves(moves)
                 raise
             self._footers = FooterCache()  # a later file may reuse a deleted file's name
             for entry in segments[start:stop]:
-                remove_quietly(self._fs, self._log_dir / entry.file)
+                remove_quietly(self._fs, self._segments.log_dir / entry.file)
             for source, _, copied in moves:
                 if copied:
                     remove_quietly(self._fs, source)
-            return [self._info(e) for e in entries]
+            return [self._segments.info(e) for e in entries]
 
     def _locate_run(self, old: Sequence[SegmentInfo]) -> tuple[int, int]:
         """Index range of `old` among the live segments; it must be a contiguous run of them."""
         if not old:
             raise StorageError("replace needs at least one old segment")
-        live = self._manifest.segments
+        live = self._segments.manifest.segments
         start = next((i for i, e in enumerate(live) if e.base_seq == old[0].base_seq), None)
         if start is None:
             raise StorageError(f"segment at seq {old[0].base_seq} is not live")
@@ -1079,14 +1035,14 @@ class SegmentedLog:
             if self._closed:
                 return
             try:
-                if self._writer and self._failed is None:
-                    with self._failing_on_fsync():
+                if self._writer and self._latch.error is None:
+                    with self._latch.failing_on_fsync():
                         self._publish_before_close()
-                        self._active.sync()
+                        self._segments.active.sync()
             finally:
                 self._closed = True
                 self._stop_sealer()
-                self._active.close()
+                self._segments.active.close()
                 if self._lock is not None:
                     self._lock.release()
 
@@ -1098,7 +1054,7 @@ class SegmentedLog:
             raise
         except (OSError, StorageError) as exc:
             log.warning("sealing %s failed at close (%s); the next open seals it",
-                        self._active.path, exc)
+                        self._segments.active.path, exc)
 
     def _stop_sealer(self) -> None:
         """Wait for the sealer thread to end (what it wrote unlisted, the next open deletes)."""
@@ -1112,7 +1068,7 @@ class SegmentedLog:
         with self._mutex:
             self._closed = True
             self._stop_sealer()
-            self._active.close()
+            self._segments.active.close()
             if self._lock is not None:
                 self._lock.release()
 
@@ -1126,6 +1082,6 @@ class SegmentedLog:
         role = "writer" if self._writer else "reader"
         return (
             f"SegmentedLog({str(self.root)!r}, {role}, start_seq={self.start_seq}, "
-            f"next_seq={self.next_seq}, segments={len(self._manifest.segments)})"
+            f"next_seq={self.next_seq}, segments={len(self._segments.manifest.segments)})"
         )
 
