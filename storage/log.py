@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,7 +20,6 @@ import crc32c
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from storage import manifest as manifest_io
 from storage import names
@@ -30,7 +28,6 @@ from storage.errors import (
     CorruptManifestError,
     CorruptSegmentError,
     FsyncError,
-    LogFailedError,
     LogRangeError,
     ReadOnlyError,
     SchemaError,
@@ -49,7 +46,6 @@ from storage.fs import (
 from storage.lock import WriterLock
 from storage.manifest import CheckpointEntry, Manifest, SegmentEntry
 from storage.retention import plan_retention
-from storage.roll import RollParams, SegmentFacts, should_roll
 from storage.schema import (
     SEQ_COLUMN,
     TS_COLUMN,
@@ -69,6 +65,7 @@ from storage.sealed import (
     read_table,
     write_parquet_checked,
 )
+from storage.sealer import Sealer
 from storage.segments import LogSegments, SegmentInfo
 from storage.settings import LogSettings
 
@@ -113,14 +110,6 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class _SealJob(msgspec.Struct, frozen=True):
-    """A seal on the sealer thread: the active WAL's first `rows` rows, as Parquet files whose
-    entries `future` yields (not yet listed in the manifest)."""
-
-    rows: int
-    future: Future[list[SegmentEntry]]
-
-
 class SegmentedLog:
     """A log of rows with a fixed Arrow schema holding int64 `seq` (dense, assigned here) and
     int64 `ts` (the caller's epoch ms).
@@ -149,15 +138,9 @@ class SegmentedLog:
         self._fs = fs
         self._segments = LogSegments(root, fs, schema)
         self._not_null_indices = not_null_indices(schema)
-        self._roll_params = RollParams(
-            settings.segment_events_max, settings.segment_bytes_max, settings.segment_age_ms_max
-        )
         self._mutex = threading.RLock()
         self._lock: WriterLock | None = None
-        # The seal being written by the background sealer: the active WAL's first rows, as
-        # Parquet files not yet listed (the WAL stays the source until a commit publishes them).
-        self._sealing: _SealJob | None = None
-        self._sealer: ThreadPoolExecutor | None = None
+        self._sealer = Sealer(self._segments, settings, clock)
         self._latch = FailureLatch()
         self._closed = False
         self._footers = FooterCache()
@@ -231,7 +214,7 @@ class SegmentedLog:
                     or active.bytes >= self.settings.segment_bytes_max):
                 with self._latch.failing_on_fsync():
                     # a full disk must not stop the open
-                    sealed = self._seal_after_append(background=False)
+                    sealed = self._sealer.seal_after_append(background=False)
             self.recovery = RecoveryReport(tail, tuple(deleted), tuple(sealed))
         except BaseException:
             self._segments.active.close()
@@ -413,45 +396,23 @@ class SegmentedLog:
             data = conform(batch, self.schema, self._not_null_indices)
             now = self._clock()
             first = self.next_seq
-            sealed = self._publish_finished()
+            sealed = self._sealer.publish_finished()
             rows = data.num_rows
             if rows == 0:
-                if self._roll_due(now):
-                    sealed += self._seal()
+                if self._sealer.roll_due(now):
+                    sealed += self._sealer.seal()
                 return AppendResult(first, first, tuple(sealed))
             seqs = pa.array(np.arange(first, first + rows, dtype=np.int64))
             seq_index = self._segments.seq_index
             data = data.set_column(seq_index, self.schema.field(seq_index), seqs)
-            if self._roll_due(now):
-                sealed += self._seal(carry=True)
+            if self._sealer.roll_due(now):
+                sealed += self._sealer.seal(carry=True)
             # One frame: after a crash the batch is there whole or not at all, so a command's
             # events (and an apply batch) are never torn; the seal splits at segment_events_max.
             self._write(data, now)
-            if self._full():
-                sealed += self._seal_after_append(background=self.settings.seal_in_background)
+            if self._sealer.full():
+                sealed += self._sealer.seal_after_append(background=self.settings.seal_in_background)
             return AppendResult(first, self.next_seq, tuple(sealed))
-
-    def _unsealed(self) -> tuple[int, int]:
-        """Events and (about) bytes of the active segment not being sealed already."""
-        active = self._segments.active
-        job = self._sealing
-        if job is None or active.events == 0:
-            return active.events, active.bytes
-        rest = active.events - job.rows
-        return rest, active.bytes * rest // active.events
-
-    def _facts(self) -> SegmentFacts:
-        events, size = self._unsealed()
-        return SegmentFacts(events, size, self._segments.active.rolling_ts_ms)
-
-    def _roll_due(self, now_ms: int) -> bool:
-        return should_roll(self._roll_params, self._facts(), now_ms)
-
-    def _full(self) -> bool:
-        events, size = self._unsealed()
-        return events > 0 and (
-            events >= self.settings.segment_events_max or size >= self.settings.segment_bytes_max
-        )
 
     def _write(self, chunk: pa.RecordBatch, now_ms: int) -> None:
         """One frame into the active segment, then an fsync as durability asks."""
@@ -475,162 +436,18 @@ class SegmentedLog:
     def roll(self) -> SegmentInfo | None:
         """Seal the active segment now; None if it is empty."""
         with self._changing():
-            sealed = self._seal()
+            sealed = self._sealer.seal()
             return sealed[-1] if sealed else None
 
     def settle(self) -> list[SegmentInfo]:
         """Wait for the background sealer and list what it wrote; the segments listed."""
         with self._changing():
-            return self._finish_seal(wait=True)
+            return self._sealer.finish(wait=True)
 
     def wait_for_sealer(self, timeout: float | None = None) -> bool:
         """Block until the sealer thread has no Parquet write running (True), without listing
         what it wrote: the next change does, or reports its error. False on timeout."""
-        job = self._sealing
-        if job is None:
-            return True
-        try:
-            job.future.exception(timeout)
-        except TimeoutError:
-            return False
-        return True
-
-    def _seal(self, *, carry: bool = False) -> list[SegmentInfo]:
-        """Seal the active segment now, waiting for the Parquet files (see `_start_seal`)."""
-        sealed = self._finish_seal(wait=True)
-        if self._start_seal(carry=carry):
-            sealed += self._finish_seal(wait=True)
-        return sealed
-
-    def _start_seal(self, *, carry: bool) -> bool:
-        """Start writing the active segment's rows as Parquet on the sealer thread; False if
-        there is nothing to seal. `_finish_seal` commits them in the manifest (the seal point).
-
-        Steps: `<base>.parquet.tmp`, fsync, rename (sealer thread); then fsync dir, manifest
-        commit, and the WAL is deleted. Until the commit the WAL stays the source: a crash before
-        it leaves unlisted Parquet files that the next open deletes, and the seal is redone.
-
-        Sealed segments hold at most `segment_events_max` events. With `carry`, an active segment
-        holding more (one append's frame is never split) seals its full segments only, and the
-        rest (with whatever is appended meanwhile) is carried into the next WAL at the commit,
-        so rolls do not leave small segments behind.
-        """
-        if self._sealing is not None:
-            raise AssertionError("a seal is already running")
-        active = self._segments.active
-        if active.events == 0:
-            return False
-        step = self.settings.segment_events_max
-        rows = active.events
-        if carry and rows > step:
-            rows -= rows % step
-        table = pa.Table.from_batches(active.batches(), schema=self.schema).slice(0, rows)
-        if self._sealer is None:
-            self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sealer")
-        future = self._sealer.submit(self._write_segments, table, active.base_seq)
-        self._sealing = _SealJob(rows, future)
-        return True
-
-    def _write_segments(self, table: pa.Table, base_seq: int) -> list[SegmentEntry]:
-        """Sealer thread: `table` as Parquet files of at most `segment_events_max` rows, not yet
-        listed; each file is removed again if a later one fails (except on a failed fsync)."""
-        step = self.settings.segment_events_max
-        entries: list[SegmentEntry] = []
-        try:
-            for offset in range(0, table.num_rows, step):
-                piece = table.slice(offset, step)
-                base = base_seq + offset
-                name = names.parquet_name(base)
-                size, crc = write_parquet_checked(self._fs, self._segments.log_dir / name, piece,
-                                                  self.settings)
-                ts = pc.min_max(piece.column(TS_COLUMN))
-                entries.append(SegmentEntry(
-                    base_seq=base, end_seq=base + piece.num_rows, ts_min=ts["min"].as_py(),
-                    ts_max=ts["max"].as_py(), events=piece.num_rows, bytes=size, file=name,
-                    crc32c=crc,
-                ))
-        except Exception as exc:
-            if not isinstance(exc, FsyncError):
-                for entry in entries:
-                    remove_quietly(self._fs, self._segments.log_dir / entry.file)
-            raise
-        return entries
-
-    def _finish_seal(self, *, wait: bool) -> list[SegmentInfo]:
-        """Commit the running seal's files in the manifest, carrying the WAL's rows after them
-        into a new WAL (written and fsynced first); [] if none runs, or (not `wait`) it runs on.
-        Raises the sealer's error (the WAL stays the source and the files are gone)."""
-        job = self._sealing
-        if job is None or (not wait and not job.future.done()):
-            return []
-        self._sealing = None
-        entries = job.future.result()
-        active = self._segments.active
-        written = [self._segments.log_dir / e.file for e in entries]
-        following = self._segments.new_active(active.base_seq + job.rows)
-        try:
-            if active.events > job.rows:
-                if not remove_quietly(self._fs, following.path):
-                    raise StorageError(f"cannot remove the leftover {following.path}")
-                written.append(following.path)
-                rest = pa.Table.from_batches(active.batches(), schema=self.schema)
-                rest = rest.slice(job.rows).combine_chunks().to_batches()
-                following.append(pa.concat_batches(rest) if len(rest) > 1 else rest[0],
-                                 self._clock())
-                following.sync()
-            sync_dir(self._fs, self._segments.log_dir)
-            self._segments.commit(
-                segments=self._segments.manifest.segments + tuple(entries),
-                active_base_seq=following.base_seq,
-            )
-        except Exception as exc:  # not on KeyboardInterrupt: the commit may have happened
-            following.close()
-            if not isinstance(exc, FsyncError):
-                for path in written:
-                    remove_quietly(self._fs, path)
-            raise
-        active.close()
-        remove_quietly(self._fs, active.path)
-        self._segments.active = following
-        self._segments.active_synced_ms = self._clock()
-        return [self._segments.info(e) for e in entries]
-
-    def _publish_finished(self) -> list[SegmentInfo]:
-        """List a seal the sealer has finished. If it failed, seal again now: a second failure
-        refuses the change that found it (the WAL stays the source, as for a synchronous seal)."""
-        try:
-            return self._finish_seal(wait=False)
-        except (FsyncError, LogFailedError):
-            raise
-        except (OSError, StorageError) as exc:
-            log.warning("sealing %s failed on the sealer thread (%s); retrying it now",
-                        self._segments.active.path, exc)
-            return self._seal(carry=True)
-
-    def _seal_after_append(self, *, background: bool) -> list[SegmentInfo]:
-        """Seal a full segment whose rows are already written: in the background (a running
-        seal is waited for only when another full segment is ready), or at once. A failure
-        other than an fsync's is logged, not raised (the WAL stays the source, a later change
-        retries)."""
-        sealed: list[SegmentInfo] = []
-        try:
-            if self._sealing is not None:
-                events, size = self._unsealed()
-                if (events < self.settings.segment_events_max
-                        and size < self.settings.segment_bytes_max):
-                    return sealed
-                sealed += self._finish_seal(wait=True)
-            if self._full():
-                if background:
-                    self._start_seal(carry=True)
-                else:
-                    sealed += self._seal(carry=True)
-        except (FsyncError, LogFailedError):
-            raise
-        except (OSError, StorageError) as exc:
-            log.warning("sealing %s failed after its rows were written (%s); the next append "
-                        "retries it", self._segments.active.path, exc)
-        return sealed
+        return self._sealer.wait(timeout)
 
     def sync(self) -> None:
         """Fsync the active segment now (for durability "batch" or "none")."""
@@ -1037,37 +854,20 @@ class SegmentedLog:
             try:
                 if self._writer and self._latch.error is None:
                     with self._latch.failing_on_fsync():
-                        self._publish_before_close()
+                        self._sealer.publish_before_close()
                         self._segments.active.sync()
             finally:
                 self._closed = True
-                self._stop_sealer()
+                self._sealer.stop()
                 self._segments.active.close()
                 if self._lock is not None:
                     self._lock.release()
-
-    def _publish_before_close(self) -> None:
-        """List a running seal (a failure is logged: the WAL is the source, the open reseals)."""
-        try:
-            self._finish_seal(wait=True)
-        except (FsyncError, LogFailedError):
-            raise
-        except (OSError, StorageError) as exc:
-            log.warning("sealing %s failed at close (%s); the next open seals it",
-                        self._segments.active.path, exc)
-
-    def _stop_sealer(self) -> None:
-        """Wait for the sealer thread to end (what it wrote unlisted, the next open deletes)."""
-        if self._sealer is not None:
-            self._sealer.shutdown(wait=True)
-            self._sealer = None
-        self._sealing = None
 
     def _abandon(self) -> None:
         """Drop descriptors and the lock with no further I/O, as a killed process would (tests)."""
         with self._mutex:
             self._closed = True
-            self._stop_sealer()
+            self._sealer.stop()
             self._segments.active.close()
             if self._lock is not None:
                 self._lock.release()
