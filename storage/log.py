@@ -25,12 +25,10 @@ from storage import manifest as manifest_io
 from storage import names
 from storage.active import RecoveredTail
 from storage.errors import (
-    CorruptManifestError,
     CorruptSegmentError,
     FsyncError,
     LogRangeError,
     ReadOnlyError,
-    SchemaError,
     StorageError,
     WriteFailedError,
 )
@@ -45,6 +43,7 @@ from storage.fs import (
 )
 from storage.lock import WriterLock
 from storage.manifest import CheckpointEntry, Manifest, SegmentEntry
+from storage.recovery import READER_RETRIES_MAX, RecoveryReport, recover, take_snapshot
 from storage.retention import plan_retention
 from storage.schema import (
     SEQ_COLUMN,
@@ -71,8 +70,6 @@ from storage.settings import LogSettings
 
 log = logging.getLogger(__name__)
 
-# How often a reader re-reads the manifest when a writer changes files under it.
-READER_RETRIES_MAX = 20
 # Sealed files are checksummed in pieces of this size (no whole-file buffer for big segments).
 CRC_CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -91,19 +88,6 @@ class RetentionResult(msgspec.Struct, frozen=True):
     deleted: tuple[SegmentInfo, ...]
     start_seq: int
     checkpoints_deleted: tuple[int, ...]
-
-
-class RecoveryReport(msgspec.Struct, frozen=True):
-    """What opening the log found and repaired (writer) or read (reader)."""
-
-    tail: RecoveredTail
-    files_deleted: tuple[str, ...] = ()
-    sealed: tuple[SegmentInfo, ...] = ()
-
-    @property
-    def bytes_cut(self) -> int:
-        """Bytes of torn or corrupt tail cut from the active segment."""
-        return self.tail.bytes_cut
 
 
 def _wall_clock_ms() -> int:
@@ -184,147 +168,21 @@ class SegmentedLog:
         return log_
 
     def _open_writer(self) -> None:
-        fs = self._fs
-        fs.makedirs(self.root)
+        self._fs.makedirs(self.root)
         self._lock = WriterLock(self.root)
         self._lock.acquire()
         try:
-            fs.makedirs(self._segments.log_dir)
-            fs.makedirs(self._segments.checkpoint_dir)
-            current = manifest_io.load(fs, self._segments.log_dir)
-            if current is None:
-                current = self._create()
-            self._check_stored_schema(current)
-            self._segments.manifest = current
-            deleted = self._delete_unlisted()
-            self._check_live_files()
-            self._segments.active = self._segments.new_active(current.active_base_seq)
-            tail = self._segments.active.load(truncate=True)
-            if tail.bytes_cut:
-                log.warning("cut %d bytes of torn tail from %s: %s", tail.bytes_cut,
-                            tail.path, tail.reason)
-            deleted += self._drop_checkpoints_beyond_the_end()
-            now = self._clock()
-            self._segments.active_synced_ms = now
-            if self._segments.active.rolling_ts_ms is not None:
-                self._segments.active.rolling_ts_ms = min(self._segments.active.rolling_ts_ms, now)
-            sealed: list[SegmentInfo] = []
-            active = self._segments.active
-            if (active.events >= self.settings.segment_events_max
-                    or active.bytes >= self.settings.segment_bytes_max):
-                with self._latch.failing_on_fsync():
-                    # a full disk must not stop the open
-                    sealed = self._sealer.seal_after_append(background=False)
-            self.recovery = RecoveryReport(tail, tuple(deleted), tuple(sealed))
+            self.recovery = recover(self._segments, self._sealer, self._latch, self._clock)
         except BaseException:
             self._segments.active.close()
             self._lock.release()
             raise
 
-    def _drop_checkpoints_beyond_the_end(self) -> list[str]:
-        """Unlist checkpoints past the recovered log end: they hold a state of events the log
-        lost (an unsynced tail under durability "batch" or "none", then a power loss), and the
-        seq they name would later be reached by other events."""
-        end = self._segments.active.end_seq
-        beyond = [c for c in self._segments.manifest.checkpoints if c.seq > end]
-        if not beyond:
-            return []
-        with self._latch.failing_on_fsync():
-            self._segments.commit(
-                checkpoints=tuple(c for c in self._segments.manifest.checkpoints if c.seq <= end)
-            )
-        log.warning("dropped checkpoints beyond the log end %d: %s", end,
-                    [c.file for c in beyond])
-        for checkpoint in beyond:
-            remove_quietly(self._fs, self._segments.checkpoint_dir / checkpoint.file)
-        return [f"{self._segments.checkpoint_dir.name}/{c.file}" for c in beyond]
-
-    def _create(self) -> Manifest:
-        """Commit the first manifest of a new log; refuse if segments exist without one."""
-        leftovers = [
-            n for n in self._fs.listdir(self._segments.log_dir)
-            if names.is_log_file(n) and not n.endswith(names.TMP_SUFFIX)
-            and n != names.MANIFEST_FILE
-        ]
-        if leftovers:
-            raise CorruptManifestError(
-                manifest_io.manifest_path(self._segments.log_dir),
-                f"missing, but {self._segments.log_dir} holds {sorted(leftovers)[:5]}: refusing to "
-                "start a new log over them",
-            )
-        first = Manifest(revision=1, schema=manifest_io.encode_schema(self.schema))
-        return manifest_io.commit(self._fs, self._segments.log_dir, first)
-
-    def _check_stored_schema(self, current: Manifest) -> None:
-        stored = current.arrow_schema()
-        if not stored.equals(self.schema, check_metadata=False):
-            raise SchemaError(
-                f"the log at {self.root} was created with schema {stored}, opened with "
-                f"{self.schema}"
-            )
-
-    def _delete_unlisted(self) -> list[str]:
-        """Delete our files that the manifest does not list (leftovers of interrupted steps)."""
-        current = self._segments.manifest
-        live_log = {e.file for e in current.segments}
-        live_log.add(names.wal_name(current.active_base_seq))
-        live_log.add(names.MANIFEST_FILE)
-        live_checkpoints = {c.file for c in current.checkpoints}
-        deleted: list[str] = []
-        for directory, live, ours in (
-            (self._segments.log_dir, live_log, names.is_log_file),
-            (self._segments.checkpoint_dir, live_checkpoints, names.is_checkpoint_file),
-        ):
-            for name in sorted(self._fs.listdir(directory)):
-                if ours(name) and name not in live and remove_quietly(self._fs, directory / name):
-                    deleted.append(f"{directory.name}/{name}")
-        if deleted:
-            log.info("deleted files not in the manifest: %s", deleted)
-        return deleted
-
-    def _check_live_files(self) -> None:
-        for entry in self._segments.manifest.segments:
-            path = self._segments.log_dir / entry.file
-            try:
-                size = self._fs.size(path)
-            except FileNotFoundError:
-                raise CorruptSegmentError(
-                    path, entry.base_seq, entry.end_seq, "listed in the manifest but missing"
-                ) from None
-            if size != entry.bytes:
-                raise CorruptSegmentError(
-                    path, entry.base_seq, entry.end_seq,
-                    f"file holds {size} bytes, the manifest says {entry.bytes}",
-                )
-        for checkpoint in self._segments.manifest.checkpoints:
-            path = self._segments.checkpoint_dir / checkpoint.file
-            if not self._fs.exists(path):
-                raise CorruptSegmentError(
-                    path, None, None, f"checkpoint at seq {checkpoint.seq} is missing"
-                )
-
     def _open_reader(self) -> None:
         self._take_snapshot()
 
     def _take_snapshot(self) -> None:
-        """Read manifest then tail; retry until the manifest did not change in between."""
-        for _ in range(READER_RETRIES_MAX):
-            first = manifest_io.load(self._fs, self._segments.log_dir)
-            if first is None:
-                raise StorageError(
-                    f"no log at {self.root}: {manifest_io.manifest_path(self._segments.log_dir)} "
-                    "not found"
-                )
-            self._check_stored_schema(first)
-            active = self._segments.new_active(first.active_base_seq)
-            tail = active.load(truncate=False)
-            second = manifest_io.load(self._fs, self._segments.log_dir)
-            if second is not None and second.revision == first.revision:
-                self._segments.manifest = first
-                self._segments.active = active
-                self.recovery = RecoveryReport(tail)
-                return
-        raise StorageError(f"the log at {self.root} kept changing while taking a snapshot")
+        self.recovery = take_snapshot(self._segments)
 
     def refresh(self) -> None:
         """Reader: take a newer snapshot (manifest and tail). Writer: nothing to do."""
