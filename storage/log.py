@@ -8,7 +8,6 @@ leaves the old or the new state, and a reader that trusts the manifest never see
 
 from __future__ import annotations
 
-import errno
 import logging
 import threading
 import time
@@ -38,8 +37,6 @@ from storage.fs import (
     OsFileSystem,
     remove_quietly,
     sync_dir,
-    sync_file,
-    write_file_durably,
 )
 from storage.lock import WriterLock
 from storage.manifest import CheckpointEntry, Manifest, SegmentEntry
@@ -58,7 +55,6 @@ from storage.sealed import (
     ReadStats,
     SegmentRef,
     SeqTsRange,
-    inspect_file,
     range_mask,
     read_segment,
     read_table,
@@ -67,6 +63,7 @@ from storage.sealed import (
 from storage.sealer import Sealer
 from storage.segments import LogSegments, SegmentInfo
 from storage.settings import LogSettings
+from storage.swap import replace_segments
 
 log = logging.getLogger(__name__)
 
@@ -595,112 +592,9 @@ class SegmentedLog:
         unlisted and deleted on open), after it the new set.
         """
         with self._changing():
-            start, stop = self._locate_run(old)
-            base, end = old[0].base_seq, old[-1].end_seq
-            sources = [Path(p) for p in new_files]
-            if not sources:
-                raise StorageError("replace needs at least one new file")
-            for source in sources:
-                if source.resolve().parent == self._segments.log_dir.resolve():
-                    raise StorageError(
-                        f"{source} is inside {self._segments.log_dir}: stage new files elsewhere"
-                    )
-            facts = sorted(
-                ((inspect_file(self._fs, p, self.schema), p) for p in sources),
-                key=lambda item: item[0].seq_min,
-            )
-            expected = base
-            for fact, path in facts:
-                if not fact.dense or fact.seq_min != expected:
-                    raise StorageError(
-                        f"{path} holds seqs {fact.seq_min}..{fact.seq_max} ({fact.rows} rows, "
-                        f"dense={fact.dense}); expected a dense run starting at {expected}"
-                    )
-                expected = fact.seq_max + 1
-            if expected != end:
-                raise StorageError(
-                    f"new files cover seqs {base}..{expected}, the replaced segments {base}..{end}"
-                )
-            taken = set(self._fs.listdir(self._segments.log_dir))
-            moves: list[tuple[Path, Path, bool]] = []
-            entries: list[SegmentEntry] = []
-            try:
-                for fact, source in facts:
-                    variant = 0
-                    while names.parquet_name(fact.seq_min, variant) in taken:
-                        variant += 1
-                    name = names.parquet_name(fact.seq_min, variant)
-                    taken.add(name)
-                    destination = self._segments.log_dir / name
-                    copied = self._move_in(source, destination)
-                    moves.append((source, destination, copied))
-                    sync_file(self._fs, destination)
-                    content = self._fs.read_bytes(destination)
-                    entries.append(SegmentEntry(
-                        base_seq=fact.seq_min, end_seq=fact.seq_max + 1, ts_min=fact.ts_min,
-                        ts_max=fact.ts_max, events=fact.rows,
-                        bytes=len(content), file=name, crc32c=crc32c.crc32c(content),
-                    ))
-                sync_dir(self._fs, self._segments.log_dir)
-                segments = self._segments.manifest.segments
-                self._segments.commit(segments=segments[:start] + tuple(entries) + segments[stop:])
-            except Exception as exc:  # not on KeyboardInterrupt: the commit may have happened
-                if not isinstance(exc, FsyncError):
-                    self._undo_moves(moves)
-                raise
+            replaced = replace_segments(self._segments, old, new_files)
             self._footers = FooterCache()  # a later file may reuse a deleted file's name
-            for entry in segments[start:stop]:
-                remove_quietly(self._fs, self._segments.log_dir / entry.file)
-            for source, _, copied in moves:
-                if copied:
-                    remove_quietly(self._fs, source)
-            return [self._segments.info(e) for e in entries]
-
-    def _locate_run(self, old: Sequence[SegmentInfo]) -> tuple[int, int]:
-        """Index range of `old` among the live segments; it must be a contiguous run of them."""
-        if not old:
-            raise StorageError("replace needs at least one old segment")
-        live = self._segments.manifest.segments
-        start = next((i for i, e in enumerate(live) if e.base_seq == old[0].base_seq), None)
-        if start is None:
-            raise StorageError(f"segment at seq {old[0].base_seq} is not live")
-        for offset, info in enumerate(old):
-            index = start + offset
-            if index >= len(live):
-                raise StorageError(f"segment at seq {info.base_seq} is not live")
-            entry = live[index]
-            if (entry.base_seq, entry.end_seq, entry.file) != (
-                info.base_seq, info.end_seq, info.path.name
-            ):
-                raise StorageError(
-                    f"segments to replace must be a contiguous run of live ones: "
-                    f"{info.path.name} ({info.base_seq}..{info.end_seq}) is not live at that place"
-                )
-        return start, start + len(old)
-
-    def _move_in(self, source: Path, destination: Path) -> bool:
-        """Rename `source` into log/ (copy across file systems); True if it was copied."""
-        try:
-            self._fs.rename(source, destination)
-            return False
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-        tmp = destination.with_name(names.tmp_name(destination.name))
-        write_file_durably(self._fs, tmp, self._fs.read_bytes(source))
-        self._fs.rename(tmp, destination)
-        return True
-
-    def _undo_moves(self, moves: list[tuple[Path, Path, bool]]) -> None:
-        """Put moved files back where the caller had them (best effort) after a failed swap."""
-        for source, destination, copied in reversed(moves):
-            try:
-                if copied:
-                    self._fs.remove(destination)
-                else:
-                    self._fs.rename(destination, source)
-            except OSError:
-                log.warning("could not move %s back to %s", destination, source)
+            return replaced
 
     # ----------------------------------------------------------------------------- closing
 
