@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import crc32c
 import msgspec
@@ -66,6 +67,8 @@ from storage.settings import LogSettings
 from storage.swap import replace_segments
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 # Sealed files are checksummed in pieces of this size (no whole-file buffer for big segments).
 CRC_CHUNK_BYTES = 8 * 1024 * 1024
@@ -324,17 +327,12 @@ class SegmentedLog:
         those readers do not verify Parquet page checksums: a damaged segment raises
         `CorruptSegmentError` naming the file and its seqs instead of answering from bad bytes.
         """
-        with self._mutex:
-            self._check_open()
-            for attempt in range(READER_RETRIES_MAX):
-                try:
-                    for entry in self._segments.manifest.segments:
-                        self._check_file(entry)
-                    return [self._segments.log_dir / e.file for e in self._segments.manifest.segments]
-                except CorruptSegmentError:
-                    if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
-                        raise
-            raise AssertionError("unreachable")
+        return self._reading(self._checked_paths)
+
+    def _checked_paths(self) -> list[Path]:
+        for entry in self._segments.manifest.segments:
+            self._check_file(entry)
+        return [self._segments.log_dir / e.file for e in self._segments.manifest.segments]
 
     def _check_file(self, entry: SegmentEntry) -> None:
         """The whole file's crc32c equals the manifest's (once per file and process)."""
@@ -397,12 +395,18 @@ class SegmentedLog:
         """
         bounds = SeqTsRange(seq_gte, seq_lt, ts_gte, ts_lt)
         wanted = check_columns(self.schema, columns)
+        return self._reading(lambda: self._read_once(bounds, wanted))
+
+    def _reading(
+        self, read_once: Callable[[], _T], retry_on: type[Exception] = CorruptSegmentError
+    ) -> _T:
+        """Run `read_once` on this instance's snapshot, retrying a reader's on `retry_on`."""
         with self._mutex:
             self._check_open()
             for attempt in range(READER_RETRIES_MAX):
                 try:
-                    return self._read_once(bounds, wanted)
-                except CorruptSegmentError:
+                    return read_once()
+                except retry_on:
                     # A reader's snapshot may name files a writer has since swapped or retired.
                     if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
                         raise
@@ -514,24 +518,21 @@ class SegmentedLog:
 
     def read_checkpoint(self, seq: int) -> pa.Table:
         """The table stored as the checkpoint at `seq`."""
-        with self._mutex:
-            self._check_open()
-            for attempt in range(READER_RETRIES_MAX):
-                entry = next((c for c in self._segments.manifest.checkpoints if c.seq == seq), None)
-                if entry is None:
-                    raise StorageError(
-                        f"no checkpoint at seq {seq}; checkpoints are at {self.checkpoints()}"
-                    )
-                name = entry.file
-                try:
-                    return read_table(self._fs, self._segments.checkpoint_dir / name, size=entry.bytes,
-                                      crc=entry.crc32c, seq=seq)
-                except FileNotFoundError:
-                    if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
-                        raise CorruptSegmentError(
-                            self._segments.checkpoint_dir / name, None, None, "checkpoint missing"
-                        ) from None
-            raise AssertionError("unreachable")
+        try:
+            return self._reading(lambda: self._read_checkpoint_once(seq), FileNotFoundError)
+        except FileNotFoundError:
+            raise CorruptSegmentError(
+                self.checkpoint_path(seq), None, None, "checkpoint missing"
+            ) from None
+
+    def _read_checkpoint_once(self, seq: int) -> pa.Table:
+        entry = next((c for c in self._segments.manifest.checkpoints if c.seq == seq), None)
+        if entry is None:
+            raise StorageError(
+                f"no checkpoint at seq {seq}; checkpoints are at {self.checkpoints()}"
+            )
+        return read_table(self._fs, self._segments.checkpoint_dir / entry.file, size=entry.bytes,
+                          crc=entry.crc32c, seq=seq)
 
     # ----------------------------------------------------------------------------- retention
 
