@@ -21,12 +21,11 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from storage import checkpoints
 from storage import manifest as manifest_io
-from storage import names
 from storage.active import RecoveredTail
 from storage.errors import (
     CorruptSegmentError,
-    FsyncError,
     LogRangeError,
     ReadOnlyError,
     StorageError,
@@ -40,7 +39,7 @@ from storage.fs import (
     sync_dir,
 )
 from storage.lock import WriterLock
-from storage.manifest import CheckpointEntry, Manifest, SegmentEntry
+from storage.manifest import Manifest, SegmentEntry
 from storage.recovery import READER_RETRIES_MAX, RecoveryReport, recover, take_snapshot
 from storage.retention import plan_retention
 from storage.schema import (
@@ -58,8 +57,6 @@ from storage.sealed import (
     SeqTsRange,
     range_mask,
     read_segment,
-    read_table,
-    write_parquet_checked,
 )
 from storage.sealer import Sealer
 from storage.segments import LogSegments, SegmentInfo
@@ -481,58 +478,28 @@ class SegmentedLog:
     def write_checkpoint(self, seq: int, table: pa.Table) -> Path:
         """Store `table` as the checkpoint at `seq` (atomic file, then listed in the manifest)."""
         with self._changing():
-            if seq < 0 or seq > self.next_seq:
-                raise StorageError(
-                    f"checkpoint seq {seq} is outside 0..{self.next_seq} (the next seq)"
-                )
-            name = names.checkpoint_name(seq)
-            path = self._segments.checkpoint_dir / name
-            known = self._segments.manifest.checkpoint_file(seq) is not None
-            size, crc = write_parquet_checked(
-                self._fs, path, table, self.settings, self.settings.row_group_events
-            )
-            sync_dir(self._fs, self._segments.checkpoint_dir)
-            listed = sorted(
-                (*(c for c in self._segments.manifest.checkpoints if c.seq != seq),
-                 CheckpointEntry(seq, name, bytes=size, crc32c=crc)),
-                key=lambda c: c.seq,
-            )
-            try:
-                self._segments.commit(checkpoints=tuple(listed))
-            except Exception as exc:  # not on KeyboardInterrupt: it may have committed
-                if not known and not isinstance(exc, FsyncError):
-                    remove_quietly(self._fs, path)
-                raise
-            return path
+            return checkpoints.write_checkpoint(self._segments, self.settings, seq, table)
 
     def checkpoints(self) -> list[int]:
         """Seqs of the checkpoints, ascending."""
         with self._mutex:
-            return [c.seq for c in self._segments.manifest.checkpoints]
+            return checkpoints.checkpoint_seqs(self._segments)
 
     def checkpoint_path(self, seq: int) -> Path:
         """Where the checkpoint at `seq` is (or would be)."""
         with self._mutex:
-            name = self._segments.manifest.checkpoint_file(seq) or names.checkpoint_name(seq)
-            return self._segments.checkpoint_dir / name
+            return checkpoints.checkpoint_path(self._segments, seq)
 
     def read_checkpoint(self, seq: int) -> pa.Table:
         """The table stored as the checkpoint at `seq`."""
         try:
-            return self._reading(lambda: self._read_checkpoint_once(seq), FileNotFoundError)
+            return self._reading(
+                lambda: checkpoints.read_checkpoint(self._segments, seq), FileNotFoundError
+            )
         except FileNotFoundError:
             raise CorruptSegmentError(
                 self.checkpoint_path(seq), None, None, "checkpoint missing"
             ) from None
-
-    def _read_checkpoint_once(self, seq: int) -> pa.Table:
-        entry = next((c for c in self._segments.manifest.checkpoints if c.seq == seq), None)
-        if entry is None:
-            raise StorageError(
-                f"no checkpoint at seq {seq}; checkpoints are at {self.checkpoints()}"
-            )
-        return read_table(self._fs, self._segments.checkpoint_dir / entry.file, size=entry.bytes,
-                          crc=entry.crc32c, seq=seq)
 
     # ----------------------------------------------------------------------------- retention
 
