@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-import crc32c
 import msgspec
 import numpy as np
 import pyarrow as pa
@@ -26,7 +25,6 @@ from storage import manifest as manifest_io
 from storage.active import RecoveredTail
 from storage.errors import (
     CorruptSegmentError,
-    LogRangeError,
     ReadOnlyError,
     StorageError,
     WriteFailedError,
@@ -39,24 +37,18 @@ from storage.fs import (
     sync_dir,
 )
 from storage.lock import WriterLock
-from storage.manifest import Manifest, SegmentEntry
+from storage.reads import RangeReader
 from storage.recovery import READER_RETRIES_MAX, RecoveryReport, recover, take_snapshot
 from storage.retention import plan_retention
 from storage.schema import (
-    SEQ_COLUMN,
-    TS_COLUMN,
     check_columns,
     check_schema,
     conform,
     not_null_indices,
 )
 from storage.sealed import (
-    FooterCache,
     ReadStats,
-    SegmentRef,
     SeqTsRange,
-    range_mask,
-    read_segment,
 )
 from storage.sealer import Sealer
 from storage.segments import LogSegments, SegmentInfo
@@ -67,8 +59,6 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-# Sealed files are checksummed in pieces of this size (no whole-file buffer for big segments).
-CRC_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class AppendResult(msgspec.Struct, frozen=True):
@@ -124,8 +114,7 @@ class SegmentedLog:
         self._sealer = Sealer(self._segments, settings, clock)
         self._latch = FailureLatch()
         self._closed = False
-        self._footers = FooterCache()
-        self._verified_files: set[tuple[str, int, int]] = set()
+        self._reads = RangeReader(self._segments)
         self.last_read_stats = ReadStats()
         self.recovery = RecoveryReport(tail=RecoveredTail("", 0, 0, 0, None))
 
@@ -324,51 +313,7 @@ class SegmentedLog:
         those readers do not verify Parquet page checksums: a damaged segment raises
         `CorruptSegmentError` naming the file and its seqs instead of answering from bad bytes.
         """
-        return self._reading(self._checked_paths)
-
-    def _checked_paths(self) -> list[Path]:
-        for entry in self._segments.manifest.segments:
-            self._check_file(entry)
-        return [self._segments.log_dir / e.file for e in self._segments.manifest.segments]
-
-    def _check_file(self, entry: SegmentEntry) -> None:
-        """The whole file's crc32c equals the manifest's (once per file and process)."""
-        if entry.crc32c is None:
-            return  # swapped in by a version that did not record checksums
-        key = (entry.file, entry.bytes, entry.crc32c)
-        if key in self._verified_files:
-            return
-        path = self._segments.log_dir / entry.file
-        try:
-            source = self._fs.open_input(path)
-        except FileNotFoundError:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      "listed in the manifest but missing") from None
-        except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      f"cannot open: {exc}") from exc
-        size, crc = 0, 0
-        try:
-            while True:
-                chunk = source.read(CRC_CHUNK_BYTES)
-                if not chunk:
-                    break
-                size += len(chunk)
-                crc = crc32c.crc32c(chunk, crc)
-        except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      f"cannot read: {exc}") from exc
-        finally:
-            source.close()
-        if size != entry.bytes:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      f"file holds {size} bytes, the manifest says {entry.bytes}")
-        if crc != entry.crc32c:
-            raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq,
-                f"crc32c {crc} differs from the manifest's {entry.crc32c}: the file changed after "
-                "it was written (run `offset-ledger verify` for the whole log)")
-        self._verified_files.add(key)
+        return self._reading(self._reads.checked_paths)
 
     def tail(self) -> pa.Table:
         """The active segment's rows (decoded tail), in seq order, columns in schema order."""
@@ -392,7 +337,12 @@ class SegmentedLog:
         """
         bounds = SeqTsRange(seq_gte, seq_lt, ts_gte, ts_lt)
         wanted = check_columns(self.schema, columns)
-        return self._reading(lambda: self._read_once(bounds, wanted))
+
+        def read_once() -> pa.Table:
+            table, self.last_read_stats = self._reads.read(bounds, wanted)
+            return table
+
+        return self._reading(read_once)
 
     def _reading(
         self, read_once: Callable[[], _T], retry_on: type[Exception] = CorruptSegmentError
@@ -415,63 +365,8 @@ class SegmentedLog:
         if current is None or current.revision == self._segments.manifest.revision:
             return False
         self._take_snapshot()
-        self._footers = FooterCache()  # names may have been reused by the writer
+        self._reads.forget_footers()  # names may have been reused by the writer
         return True
-
-    def _read_once(self, bounds: SeqTsRange, wanted: list[str]) -> pa.Table:
-        current = self._segments.manifest
-        self._check_range(bounds, current)
-        needed = set(wanted) | {SEQ_COLUMN, TS_COLUMN}
-        read_columns = [n for n in self.schema.names if n in needed]
-        target = pa.schema([self.schema.field(n) for n in read_columns])
-        stats = ReadStats()
-        pieces: list[pa.Table] = []
-        for entry in current.segments:
-            if not bounds.overlaps(entry.base_seq, entry.end_seq - 1, entry.ts_min, entry.ts_max):
-                stats.segments_skipped += 1
-                continue
-            stats.segments_read += 1
-            self._check_file(entry)
-            ref = SegmentRef(self._segments.log_dir / entry.file, entry.base_seq, entry.end_seq,
-                             entry.events, entry.bytes)
-            piece = read_segment(self._fs, ref, bounds, read_columns, stats, self._footers)
-            pieces.append(pa.Table.from_arrays(piece.columns, schema=target))
-        active = self._segments.active
-        if active.events and bounds.overlaps(
-            active.base_seq, active.end_seq - 1, active.ts_min, active.ts_max
-        ):
-            tail = active.table().select(read_columns)
-            if not bounds.unbounded:
-                tail = tail.filter(range_mask(tail, bounds))
-            pieces.append(pa.Table.from_arrays(tail.columns, schema=target))
-        self.last_read_stats = stats
-        if not pieces:
-            return target.empty_table().select(wanted)
-        return pa.concat_tables(pieces).select(wanted)
-
-    def _earliest_ts(self, current: Manifest) -> int | None:
-        if current.segments:
-            return current.segments[0].ts_min
-        return self._segments.active.ts_min
-
-    def _check_range(self, bounds: SeqTsRange, current: Manifest) -> None:
-        """Refuse bounds that reach history retention deleted (DESIGN.md: a clear error)."""
-        start = current.log_start_seq
-        retired_ts = current.retired_ts_max
-        if start == 0 and retired_ts is None:
-            return
-        asked = None
-        if bounds.seq_gte is not None and bounds.seq_gte < start:
-            asked = f"seq_gte={bounds.seq_gte}"
-        elif bounds.seq_gte is None and bounds.seq_lt is not None and bounds.seq_lt <= start:
-            asked = f"seq_lt={bounds.seq_lt}"
-        elif retired_ts is not None and bounds.ts_gte is not None and bounds.ts_gte <= retired_ts:
-            asked = f"ts_gte={bounds.ts_gte}"
-        elif (retired_ts is not None and bounds.ts_gte is None and bounds.ts_lt is not None
-              and bounds.ts_lt <= retired_ts):
-            asked = f"ts_lt={bounds.ts_lt}"
-        if asked is not None:
-            raise LogRangeError(asked, start, self._earliest_ts(current))
 
     # ----------------------------------------------------------------------------- checkpoints
 
@@ -538,7 +433,7 @@ class SegmentedLog:
                 retired_ts_max=retired_ts,
                 checkpoints=plan.keep_checkpoints,
             )
-            self._footers = FooterCache()
+            self._reads.forget_footers()
             for entry in plan.retire:
                 remove_quietly(self._fs, self._segments.log_dir / entry.file)
             for checkpoint in plan.drop_checkpoints:
@@ -561,7 +456,7 @@ class SegmentedLog:
         """
         with self._changing():
             replaced = replace_segments(self._segments, old, new_files)
-            self._footers = FooterCache()  # a later file may reuse a deleted file's name
+            self._reads.forget_footers()  # a later file may reuse a deleted file's name
             return replaced
 
     # ----------------------------------------------------------------------------- closing
