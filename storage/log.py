@@ -4,11 +4,16 @@ The log is a sequence of segments, each named by its base seq: sealed segments a
 listed in `log/MANIFEST`, the active one is `log/<base>.wal`. Every change of the live set (seal,
 retention, checkpoint, compaction swap) is one atomic manifest commit, so a crash at any point
 leaves the old or the new state, and a reader that trusts the manifest never sees a mix.
+
+`SegmentedLog` is the one door: it serializes calls, refuses changes on a reader or a failed log,
+and turns I/O errors into `WriteFailedError`. Behind it each part owns one concept, all working
+on one `LogSegments` (segments.py: the manifest in force and the active segment): the loader
+(recovery.py), the sealer (sealer.py), compaction's swap (swap.py), checkpoints
+(checkpoints.py), range reads (reads.py), and retention's plan (retention.py).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,44 +26,28 @@ import numpy as np
 import pyarrow as pa
 
 from storage import checkpoints
-from storage import manifest as manifest_io
 from storage.active import RecoveredTail
-from storage.errors import (
-    CorruptSegmentError,
-    ReadOnlyError,
-    StorageError,
-    WriteFailedError,
-)
+from storage.errors import CorruptSegmentError, ReadOnlyError, StorageError, WriteFailedError
 from storage.failure import FailureLatch
-from storage.fs import (
-    FileSystem,
-    OsFileSystem,
-    remove_quietly,
-    sync_dir,
-)
+from storage.fs import FileSystem, OsFileSystem, remove_quietly, sync_dir
 from storage.lock import WriterLock
 from storage.reads import RangeReader
-from storage.recovery import READER_RETRIES_MAX, RecoveryReport, recover, take_snapshot
+from storage.recovery import (
+    READER_RETRIES_MAX,
+    RecoveryReport,
+    recover,
+    take_newer_snapshot,
+    take_snapshot,
+)
 from storage.retention import plan_retention
-from storage.schema import (
-    check_columns,
-    check_schema,
-    conform,
-    not_null_indices,
-)
-from storage.sealed import (
-    ReadStats,
-    SeqTsRange,
-)
+from storage.schema import check_columns, check_schema, conform, not_null_indices
+from storage.sealed import ReadStats, SeqTsRange
 from storage.sealer import Sealer
 from storage.segments import LogSegments, SegmentInfo
 from storage.settings import LogSettings
 from storage.swap import replace_segments
 
-log = logging.getLogger(__name__)
-
 _T = TypeVar("_T")
-
 
 
 class AppendResult(msgspec.Struct, frozen=True):
@@ -361,10 +350,10 @@ class SegmentedLog:
 
     def _moved_on(self) -> bool:
         """Reader: re-read the manifest; True (and a new snapshot) if it changed."""
-        current = manifest_io.load(self._fs, self._segments.log_dir)
-        if current is None or current.revision == self._segments.manifest.revision:
+        report = take_newer_snapshot(self._segments)
+        if report is None:
             return False
-        self._take_snapshot()
+        self.recovery = report
         self._reads.forget_footers()  # names may have been reused by the writer
         return True
 
@@ -416,10 +405,11 @@ class SegmentedLog:
             if value is not None and value < 0:
                 raise StorageError(f"{name} must be >= 0, got {value}")
         with self._changing():
-            current = self._segments.manifest
+            segments = self._segments
+            current = segments.manifest
             plan = plan_retention(
                 current.segments, current.checkpoints, start_seq=current.log_start_seq,
-                active_bytes=self._segments.active.bytes, covered_seq=covered_seq, now_ms=self._clock(),
+                active_bytes=segments.active.bytes, covered_seq=covered_seq, now_ms=self._clock(),
                 age_ms_max=age_ms_max, bytes_max=bytes_max,
             )
             if not plan.retire and not plan.drop_checkpoints:
@@ -427,7 +417,7 @@ class SegmentedLog:
             retired_ts = current.retired_ts_max
             for entry in plan.retire:
                 retired_ts = entry.ts_max if retired_ts is None else max(retired_ts, entry.ts_max)
-            self._segments.commit(
+            segments.commit(
                 segments=current.segments[len(plan.retire):],
                 log_start_seq=plan.start_seq,
                 retired_ts_max=retired_ts,
@@ -435,11 +425,11 @@ class SegmentedLog:
             )
             self._reads.forget_footers()
             for entry in plan.retire:
-                remove_quietly(self._fs, self._segments.log_dir / entry.file)
+                remove_quietly(self._fs, segments.log_dir / entry.file)
             for checkpoint in plan.drop_checkpoints:
-                remove_quietly(self._fs, self._segments.checkpoint_dir / checkpoint.file)
+                remove_quietly(self._fs, segments.checkpoint_dir / checkpoint.file)
             return RetentionResult(
-                tuple(self._segments.info(e) for e in plan.retire),
+                tuple(segments.info(e) for e in plan.retire),
                 plan.start_seq,
                 tuple(c.seq for c in plan.drop_checkpoints),
             )

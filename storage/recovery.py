@@ -189,3 +189,11 @@ def take_snapshot(segments: LogSegments) -> RecoveryReport:
             segments.active = active
             return RecoveryReport(tail)
     raise StorageError(f"the log at {segments.root} kept changing while taking a snapshot")
+
+
+def take_newer_snapshot(segments: LogSegments) -> RecoveryReport | None:
+    """Reader: a new snapshot if the manifest changed since the one held, else None."""
+    current = manifest_io.load(segments.fs, segments.log_dir)
+    if current is None or current.revision == segments.manifest.revision:
+        return None
+    return take_snapshot(segments)
