@@ -17,14 +17,10 @@ from storage.errors import (
     WriteFailedError,
 )
 from storage.fs import FileSystem, OsFileSystem
-from storage.log import (
-    AppendResult,
-    RecoveryReport,
-    RetentionResult,
-    SegmentedLog,
-    SegmentInfo,
-)
+from storage.log import AppendResult, RetentionResult, SegmentedLog
+from storage.recovery import RecoveryReport
 from storage.sealed import ReadStats
+from storage.segments import SegmentInfo
 from storage.settings import LogSettings
 
 __all__ = [

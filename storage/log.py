@@ -4,84 +4,50 @@ The log is a sequence of segments, each named by its base seq: sealed segments a
 listed in `log/MANIFEST`, the active one is `log/<base>.wal`. Every change of the live set (seal,
 retention, checkpoint, compaction swap) is one atomic manifest commit, so a crash at any point
 leaves the old or the new state, and a reader that trusts the manifest never sees a mix.
+
+`SegmentedLog` is the one door: it serializes calls, refuses changes on a reader or a failed log,
+and turns I/O errors into `WriteFailedError`. Behind it each part owns one concept, all working
+on one `LogSegments` (segments.py: the manifest in force and the active segment): the loader
+(recovery.py), the sealer (sealer.py), compaction's swap (swap.py), checkpoints
+(checkpoints.py), range reads (reads.py), and retention's plan (retention.py).
 """
 
 from __future__ import annotations
 
-import errno
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
-import crc32c
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from storage import manifest as manifest_io
-from storage import names
-from storage.active import ActiveSegment, RecoveredTail
-from storage.errors import (
-    CorruptManifestError,
-    CorruptSegmentError,
-    FsyncError,
-    LogFailedError,
-    LogRangeError,
-    ReadOnlyError,
-    SchemaError,
-    StorageError,
-    WriteFailedError,
-)
-from storage.fs import (
-    FileSystem,
-    OsFileSystem,
-    remove_quietly,
-    sync_dir,
-    sync_file,
-    write_file_durably,
-)
+from storage import checkpoints
+from storage.active import RecoveredTail
+from storage.errors import CorruptSegmentError, ReadOnlyError, StorageError, WriteFailedError
+from storage.failure import FailureLatch
+from storage.fs import FileSystem, OsFileSystem, remove_quietly, sync_dir
 from storage.lock import WriterLock
-from storage.manifest import CheckpointEntry, Manifest, SegmentEntry
-from storage.retention import plan_retention
-from storage.roll import RollParams, SegmentFacts, should_roll
-from storage.sealed import (
-    FooterCache,
-    ReadStats,
-    SegmentRef,
-    SeqTsRange,
-    inspect_file,
-    range_mask,
-    read_segment,
-    read_table,
-    write_parquet_checked,
+from storage.reads import RangeReader
+from storage.recovery import (
+    READER_RETRIES_MAX,
+    RecoveryReport,
+    recover,
+    take_newer_snapshot,
+    take_snapshot,
 )
+from storage.retention import plan_retention
+from storage.schema import check_columns, check_schema, conform, not_null_indices
+from storage.sealed import ReadStats, SeqTsRange
+from storage.sealer import Sealer
+from storage.segments import LogSegments, SegmentInfo
 from storage.settings import LogSettings
+from storage.swap import replace_segments
 
-log = logging.getLogger(__name__)
-
-SEQ_COLUMN = "seq"
-TS_COLUMN = "ts"
-# How often a reader re-reads the manifest when a writer changes files under it.
-READER_RETRIES_MAX = 20
-# Sealed files are checksummed in pieces of this size (no whole-file buffer for big segments).
-CRC_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-class SegmentInfo(msgspec.Struct, frozen=True):
-    """A sealed segment: seqs [base_seq, end_seq), ts extremes, size and where it lives."""
-
-    base_seq: int
-    end_seq: int
-    ts_min: int
-    ts_max: int
-    events: int
-    bytes: int
-    path: Path
+_T = TypeVar("_T")
 
 
 class AppendResult(msgspec.Struct, frozen=True):
@@ -100,29 +66,8 @@ class RetentionResult(msgspec.Struct, frozen=True):
     checkpoints_deleted: tuple[int, ...]
 
 
-class RecoveryReport(msgspec.Struct, frozen=True):
-    """What opening the log found and repaired (writer) or read (reader)."""
-
-    tail: RecoveredTail
-    files_deleted: tuple[str, ...] = ()
-    sealed: tuple[SegmentInfo, ...] = ()
-
-    @property
-    def bytes_cut(self) -> int:
-        """Bytes of torn or corrupt tail cut from the active segment."""
-        return self.tail.bytes_cut
-
-
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class _SealJob(msgspec.Struct, frozen=True):
-    """A seal on the sealer thread: the active WAL's first `rows` rows, as Parquet files whose
-    entries `future` yields (not yet listed in the manifest)."""
-
-    rows: int
-    future: Future[list[SegmentEntry]]
 
 
 class SegmentedLog:
@@ -151,31 +96,14 @@ class SegmentedLog:
         self._clock = clock
         self._writer = writer
         self._fs = fs
-        self._log_dir = names.log_dir(root)
-        self._checkpoint_dir = names.checkpoint_dir(root)
-        self._seq_index = schema.get_field_index(SEQ_COLUMN)
-        self._ts_index = schema.get_field_index(TS_COLUMN)
-        # Columns that must hold no nulls: the non-nullable ones and ts (seq is overwritten).
-        self._not_null_indices = tuple(
-            i for i, f in enumerate(schema)
-            if i != self._seq_index and (not f.nullable or i == self._ts_index)
-        )
-        self._roll_params = RollParams(
-            settings.segment_events_max, settings.segment_bytes_max, settings.segment_age_ms_max
-        )
+        self._segments = LogSegments(root, fs, schema)
+        self._not_null_indices = not_null_indices(schema)
         self._mutex = threading.RLock()
         self._lock: WriterLock | None = None
-        self._manifest = Manifest()
-        self._active = self._new_active(0)
-        # The seal being written by the background sealer: the active WAL's first rows, as
-        # Parquet files not yet listed (the WAL stays the source until a commit publishes them).
-        self._sealing: _SealJob | None = None
-        self._sealer: ThreadPoolExecutor | None = None
-        self._failed: LogFailedError | None = None
+        self._sealer = Sealer(self._segments, settings, clock)
+        self._latch = FailureLatch()
         self._closed = False
-        self._last_sync_ms = 0
-        self._footers = FooterCache()
-        self._verified_files: set[tuple[str, int, int]] = set()
+        self._reads = RangeReader(self._segments)
         self.last_read_stats = ReadStats()
         self.recovery = RecoveryReport(tail=RecoveredTail("", 0, 0, 0, None))
 
@@ -214,151 +142,22 @@ class SegmentedLog:
             log_._open_reader()
         return log_
 
-    def _new_active(self, base_seq: int) -> ActiveSegment:
-        return ActiveSegment(
-            self._fs, self._log_dir, base_seq, self.schema, self._seq_index, self._ts_index
-        )
-
     def _open_writer(self) -> None:
-        fs = self._fs
-        fs.makedirs(self.root)
+        self._fs.makedirs(self.root)
         self._lock = WriterLock(self.root)
         self._lock.acquire()
         try:
-            fs.makedirs(self._log_dir)
-            fs.makedirs(self._checkpoint_dir)
-            current = manifest_io.load(fs, self._log_dir)
-            if current is None:
-                current = self._create()
-            self._check_stored_schema(current)
-            self._manifest = current
-            deleted = self._delete_unlisted()
-            self._check_live_files()
-            self._active = self._new_active(current.active_base_seq)
-            tail = self._active.load(truncate=True)
-            if tail.bytes_cut:
-                log.warning("cut %d bytes of torn tail from %s: %s", tail.bytes_cut,
-                            tail.path, tail.reason)
-            deleted += self._drop_checkpoints_beyond_the_end()
-            now = self._clock()
-            self._last_sync_ms = now
-            if self._active.rolling_ts_ms is not None:
-                self._active.rolling_ts_ms = min(self._active.rolling_ts_ms, now)
-            sealed: list[SegmentInfo] = []
-            active = self._active
-            if (active.events >= self.settings.segment_events_max
-                    or active.bytes >= self.settings.segment_bytes_max):
-                with self._failing_on_fsync():
-                    # a full disk must not stop the open
-                    sealed = self._seal_after_append(background=False)
-            self.recovery = RecoveryReport(tail, tuple(deleted), tuple(sealed))
+            self.recovery = recover(self._segments, self._sealer, self._latch, self._clock)
         except BaseException:
-            self._active.close()
+            self._segments.active.close()
             self._lock.release()
             raise
-
-    def _drop_checkpoints_beyond_the_end(self) -> list[str]:
-        """Unlist checkpoints past the recovered log end: they hold a state of events the log
-        lost (an unsynced tail under durability "batch" or "none", then a power loss), and the
-        seq they name would later be reached by other events."""
-        end = self._active.end_seq
-        beyond = [c for c in self._manifest.checkpoints if c.seq > end]
-        if not beyond:
-            return []
-        with self._failing_on_fsync():
-            self._commit(checkpoints=tuple(c for c in self._manifest.checkpoints if c.seq <= end))
-        log.warning("dropped checkpoints beyond the log end %d: %s", end,
-                    [c.file for c in beyond])
-        for checkpoint in beyond:
-            remove_quietly(self._fs, self._checkpoint_dir / checkpoint.file)
-        return [f"{self._checkpoint_dir.name}/{c.file}" for c in beyond]
-
-    def _create(self) -> Manifest:
-        """Commit the first manifest of a new log; refuse if segments exist without one."""
-        leftovers = [
-            n for n in self._fs.listdir(self._log_dir)
-            if names.is_log_file(n) and not n.endswith(names.TMP_SUFFIX)
-            and n != names.MANIFEST_FILE
-        ]
-        if leftovers:
-            raise CorruptManifestError(
-                manifest_io.manifest_path(self._log_dir),
-                f"missing, but {self._log_dir} holds {sorted(leftovers)[:5]}: refusing to "
-                "start a new log over them",
-            )
-        first = Manifest(revision=1, schema=manifest_io.encode_schema(self.schema))
-        return manifest_io.commit(self._fs, self._log_dir, first)
-
-    def _check_stored_schema(self, current: Manifest) -> None:
-        stored = current.arrow_schema()
-        if not stored.equals(self.schema, check_metadata=False):
-            raise SchemaError(
-                f"the log at {self.root} was created with schema {stored}, opened with "
-                f"{self.schema}"
-            )
-
-    def _delete_unlisted(self) -> list[str]:
-        """Delete our files that the manifest does not list (leftovers of interrupted steps)."""
-        current = self._manifest
-        live_log = {e.file for e in current.segments}
-        live_log.add(names.wal_name(current.active_base_seq))
-        live_log.add(names.MANIFEST_FILE)
-        live_checkpoints = {c.file for c in current.checkpoints}
-        deleted: list[str] = []
-        for directory, live, ours in (
-            (self._log_dir, live_log, names.is_log_file),
-            (self._checkpoint_dir, live_checkpoints, names.is_checkpoint_file),
-        ):
-            for name in sorted(self._fs.listdir(directory)):
-                if ours(name) and name not in live and remove_quietly(self._fs, directory / name):
-                    deleted.append(f"{directory.name}/{name}")
-        if deleted:
-            log.info("deleted files not in the manifest: %s", deleted)
-        return deleted
-
-    def _check_live_files(self) -> None:
-        for entry in self._manifest.segments:
-            path = self._log_dir / entry.file
-            try:
-                size = self._fs.size(path)
-            except FileNotFoundError:
-                raise CorruptSegmentError(
-                    path, entry.base_seq, entry.end_seq, "listed in the manifest but missing"
-                ) from None
-            if size != entry.bytes:
-                raise CorruptSegmentError(
-                    path, entry.base_seq, entry.end_seq,
-                    f"file holds {size} bytes, the manifest says {entry.bytes}",
-                )
-        for checkpoint in self._manifest.checkpoints:
-            path = self._checkpoint_dir / checkpoint.file
-            if not self._fs.exists(path):
-                raise CorruptSegmentError(
-                    path, None, None, f"checkpoint at seq {checkpoint.seq} is missing"
-                )
 
     def _open_reader(self) -> None:
         self._take_snapshot()
 
     def _take_snapshot(self) -> None:
-        """Read manifest then tail; retry until the manifest did not change in between."""
-        for _ in range(READER_RETRIES_MAX):
-            first = manifest_io.load(self._fs, self._log_dir)
-            if first is None:
-                raise StorageError(
-                    f"no log at {self.root}: {manifest_io.manifest_path(self._log_dir)} "
-                    "not found"
-                )
-            self._check_stored_schema(first)
-            active = self._new_active(first.active_base_seq)
-            tail = active.load(truncate=False)
-            second = manifest_io.load(self._fs, self._log_dir)
-            if second is not None and second.revision == first.revision:
-                self._manifest = first
-                self._active = active
-                self.recovery = RecoveryReport(tail)
-                return
-        raise StorageError(f"the log at {self.root} kept changing while taking a snapshot")
+        self.recovery = take_snapshot(self._segments)
 
     def refresh(self) -> None:
         """Reader: take a newer snapshot (manifest and tail). Writer: nothing to do."""
@@ -372,12 +171,12 @@ class SegmentedLog:
     @property
     def next_seq(self) -> int:
         """The seq the next appended row gets."""
-        return self._active.end_seq
+        return self._segments.active.end_seq
 
     @property
     def start_seq(self) -> int:
         """The log start: the first seq still held (advances with retention)."""
-        return self._manifest.log_start_seq
+        return self._segments.manifest.log_start_seq
 
     @property
     def writer(self) -> bool:
@@ -387,7 +186,7 @@ class SegmentedLog:
     @property
     def failed(self) -> bool:
         """True after an fsync failure: changes are refused until the log is reopened."""
-        return self._failed is not None
+        return self._latch.error is not None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -400,27 +199,15 @@ class SegmentedLog:
             self._check_open()
             if not self._writer:
                 raise ReadOnlyError(f"the log at {self.root} was opened with writer=False")
-            if self._failed is not None:
-                raise self._failed
-            with self._failing_on_fsync():
+            if self._latch.error is not None:
+                raise self._latch.error
+            with self._latch.failing_on_fsync():
                 try:
                     yield
                 except OSError as exc:
                     if isinstance(exc, StorageError):
                         raise
                     raise WriteFailedError(self.root, exc) from exc
-
-    @contextmanager
-    def _failing_on_fsync(self) -> Iterator[None]:
-        try:
-            yield
-        except FsyncError as exc:
-            self._failed = LogFailedError(exc)
-            log.error("%s", self._failed)
-            raise self._failed from exc
-        except LogFailedError as exc:
-            self._failed = exc
-            raise
 
     # ----------------------------------------------------------------------------- append
 
@@ -439,291 +226,74 @@ class SegmentedLog:
         append (the active segment stays the source); a later change retries it and logs why.
         """
         with self._changing():
-            data = self._conform(batch)
+            data = conform(batch, self.schema, self._not_null_indices)
             now = self._clock()
             first = self.next_seq
-            sealed = self._publish_finished()
+            sealed = self._sealer.publish_finished()
             rows = data.num_rows
             if rows == 0:
-                if self._roll_due(now):
-                    sealed += self._seal()
+                if self._sealer.roll_due(now):
+                    sealed += self._sealer.seal()
                 return AppendResult(first, first, tuple(sealed))
             seqs = pa.array(np.arange(first, first + rows, dtype=np.int64))
-            data = data.set_column(self._seq_index, self.schema.field(self._seq_index), seqs)
-            if self._roll_due(now):
-                sealed += self._seal(carry=True)
+            seq_index = self._segments.seq_index
+            data = data.set_column(seq_index, self.schema.field(seq_index), seqs)
+            if self._sealer.roll_due(now):
+                sealed += self._sealer.seal(carry=True)
             # One frame: after a crash the batch is there whole or not at all, so a command's
             # events (and an apply batch) are never torn; the seal splits at segment_events_max.
             self._write(data, now)
-            if self._full():
-                sealed += self._seal_after_append(background=self.settings.seal_in_background)
+            if self._sealer.full():
+                sealed += self._sealer.seal_after_append(background=self.settings.seal_in_background)
             return AppendResult(first, self.next_seq, tuple(sealed))
-
-    def _conform(self, data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
-        """The rows as one record batch of the log's schema, or SchemaError saying what differs."""
-        if isinstance(data, pa.Table):
-            table = data.combine_chunks()
-            batches = table.to_batches()
-            if not batches:
-                batch = pa.RecordBatch.from_pylist([], schema=table.schema)
-            elif len(batches) == 1:
-                batch = batches[0]
-            else:
-                batch = pa.concat_batches(batches)
-        elif isinstance(data, pa.RecordBatch):
-            batch = data
-        else:
-            raise SchemaError(f"append takes a pyarrow RecordBatch or Table, got {type(data)}")
-        if batch.schema.equals(self.schema):
-            for index in self._not_null_indices:
-                if batch.column(index).null_count:
-                    name = self.schema.field(index).name
-                    raise SchemaError(f"column {name} holds nulls but is not nullable")
-            return batch
-        found = batch.schema.names
-        if found != self.schema.names:
-            missing = [n for n in self.schema.names if n not in found]
-            extra = [n for n in found if n not in self.schema.names]
-            if missing or extra or len(found) != len(set(found)):
-                raise SchemaError(
-                    f"rows do not match the log's columns: missing {missing}, extra {extra}"
-                )
-            batch = batch.select(self.schema.names)
-        for index, field in enumerate(self.schema):
-            column = batch.column(index)
-            if not column.type.equals(field.type):
-                raise SchemaError(f"column {field.name} is {column.type}, the log has {field.type}")
-            if column.null_count and index in self._not_null_indices:
-                raise SchemaError(f"column {field.name} holds nulls but is not nullable")
-        return pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
-
-    def _unsealed(self) -> tuple[int, int]:
-        """Events and (about) bytes of the active segment not being sealed already."""
-        active = self._active
-        job = self._sealing
-        if job is None or active.events == 0:
-            return active.events, active.bytes
-        rest = active.events - job.rows
-        return rest, active.bytes * rest // active.events
-
-    def _facts(self) -> SegmentFacts:
-        events, size = self._unsealed()
-        return SegmentFacts(events, size, self._active.rolling_ts_ms)
-
-    def _roll_due(self, now_ms: int) -> bool:
-        return should_roll(self._roll_params, self._facts(), now_ms)
-
-    def _full(self) -> bool:
-        events, size = self._unsealed()
-        return events > 0 and (
-            events >= self.settings.segment_events_max or size >= self.settings.segment_bytes_max
-        )
 
     def _write(self, chunk: pa.RecordBatch, now_ms: int) -> None:
         """One frame into the active segment, then an fsync as durability asks."""
-        active = self._active
+        active = self._segments.active
         created = active.append(chunk, now_ms)
         durability = self.settings.durability
         if created and durability != "none":
-            sync_dir(self._fs, self._log_dir)
+            sync_dir(self._fs, self._segments.log_dir)
         if durability == "always" or (
             durability == "batch"
             and (
                 active.unsynced_events >= self.settings.batch_fsync_events_effective
-                or now_ms - self._last_sync_ms >= self.settings.batch_fsync_interval_ms
+                or now_ms - self._segments.active_synced_ms >= self.settings.batch_fsync_interval_ms
             )
         ):
             active.sync()
-            self._last_sync_ms = now_ms
+            self._segments.active_synced_ms = now_ms
 
     # ----------------------------------------------------------------------------- seal
 
     def roll(self) -> SegmentInfo | None:
         """Seal the active segment now; None if it is empty."""
         with self._changing():
-            sealed = self._seal()
+            sealed = self._sealer.seal()
             return sealed[-1] if sealed else None
 
     def settle(self) -> list[SegmentInfo]:
         """Wait for the background sealer and list what it wrote; the segments listed."""
         with self._changing():
-            return self._finish_seal(wait=True)
+            return self._sealer.finish(wait=True)
 
     def wait_for_sealer(self, timeout: float | None = None) -> bool:
         """Block until the sealer thread has no Parquet write running (True), without listing
         what it wrote: the next change does, or reports its error. False on timeout."""
-        job = self._sealing
-        if job is None:
-            return True
-        try:
-            job.future.exception(timeout)
-        except TimeoutError:
-            return False
-        return True
-
-    def _seal(self, *, carry: bool = False) -> list[SegmentInfo]:
-        """Seal the active segment now, waiting for the Parquet files (see `_start_seal`)."""
-        sealed = self._finish_seal(wait=True)
-        if self._start_seal(carry=carry):
-            sealed += self._finish_seal(wait=True)
-        return sealed
-
-    def _start_seal(self, *, carry: bool) -> bool:
-        """Start writing the active segment's rows as Parquet on the sealer thread; False if
-        there is nothing to seal. `_finish_seal` commits them in the manifest (the seal point).
-
-        Steps: `<base>.parquet.tmp`, fsync, rename (sealer thread); then fsync dir, manifest
-        commit, and the WAL is deleted. Until the commit the WAL stays the source: a crash before
-        it leaves unlisted Parquet files that the next open deletes, and the seal is redone.
-
-        Sealed segments hold at most `segment_events_max` events. With `carry`, an active segment
-        holding more (one append's frame is never split) seals its full segments only, and the
-        rest (with whatever is appended meanwhile) is carried into the next WAL at the commit,
-        so rolls do not leave small segments behind.
-        """
-        if self._sealing is not None:
-            raise AssertionError("a seal is already running")
-        active = self._active
-        if active.events == 0:
-            return False
-        step = self.settings.segment_events_max
-        rows = active.events
-        if carry and rows > step:
-            rows -= rows % step
-        table = pa.Table.from_batches(active.batches(), schema=self.schema).slice(0, rows)
-        if self._sealer is None:
-            self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-sealer")
-        future = self._sealer.submit(self._write_segments, table, active.base_seq)
-        self._sealing = _SealJob(rows, future)
-        return True
-
-    def _write_segments(self, table: pa.Table, base_seq: int) -> list[SegmentEntry]:
-        """Sealer thread: `table` as Parquet files of at most `segment_events_max` rows, not yet
-        listed; each file is removed again if a later one fails (except on a failed fsync)."""
-        step = self.settings.segment_events_max
-        entries: list[SegmentEntry] = []
-        try:
-            for offset in range(0, table.num_rows, step):
-                piece = table.slice(offset, step)
-                base = base_seq + offset
-                name = names.parquet_name(base)
-                size, crc = write_parquet_checked(self._fs, self._log_dir / name, piece,
-                                                  self.settings)
-                ts = pc.min_max(piece.column(TS_COLUMN))
-                entries.append(SegmentEntry(
-                    base_seq=base, end_seq=base + piece.num_rows, ts_min=ts["min"].as_py(),
-                    ts_max=ts["max"].as_py(), events=piece.num_rows, bytes=size, file=name,
-                    crc32c=crc,
-                ))
-        except Exception as exc:
-            if not isinstance(exc, FsyncError):
-                for entry in entries:
-                    remove_quietly(self._fs, self._log_dir / entry.file)
-            raise
-        return entries
-
-    def _finish_seal(self, *, wait: bool) -> list[SegmentInfo]:
-        """Commit the running seal's files in the manifest, carrying the WAL's rows after them
-        into a new WAL (written and fsynced first); [] if none runs, or (not `wait`) it runs on.
-        Raises the sealer's error (the WAL stays the source and the files are gone)."""
-        job = self._sealing
-        if job is None or (not wait and not job.future.done()):
-            return []
-        self._sealing = None
-        entries = job.future.result()
-        active = self._active
-        written = [self._log_dir / e.file for e in entries]
-        following = self._new_active(active.base_seq + job.rows)
-        try:
-            if active.events > job.rows:
-                if not remove_quietly(self._fs, following.path):
-                    raise StorageError(f"cannot remove the leftover {following.path}")
-                written.append(following.path)
-                rest = pa.Table.from_batches(active.batches(), schema=self.schema)
-                rest = rest.slice(job.rows).combine_chunks().to_batches()
-                following.append(pa.concat_batches(rest) if len(rest) > 1 else rest[0],
-                                 self._clock())
-                following.sync()
-            sync_dir(self._fs, self._log_dir)
-            self._commit(
-                segments=self._manifest.segments + tuple(entries),
-                active_base_seq=following.base_seq,
-            )
-        except Exception as exc:  # not on KeyboardInterrupt: the commit may have happened
-            following.close()
-            if not isinstance(exc, FsyncError):
-                for path in written:
-                    remove_quietly(self._fs, path)
-            raise
-        active.close()
-        remove_quietly(self._fs, active.path)
-        self._active = following
-        self._last_sync_ms = self._clock()
-        return [self._info(e) for e in entries]
-
-    def _publish_finished(self) -> list[SegmentInfo]:
-        """List a seal the sealer has finished. If it failed, seal again now: a second failure
-        refuses the change that found it (the WAL stays the source, as for a synchronous seal)."""
-        try:
-            return self._finish_seal(wait=False)
-        except (FsyncError, LogFailedError):
-            raise
-        except (OSError, StorageError) as exc:
-            log.warning("sealing %s failed on the sealer thread (%s); retrying it now",
-                        self._active.path, exc)
-            return self._seal(carry=True)
-
-    def _seal_after_append(self, *, background: bool) -> list[SegmentInfo]:
-        """Seal a full segment whose rows are already written: in the background (a running
-        seal is waited for only when another full segment is ready), or at once. A failure
-        other than an fsync's is logged, not raised (the WAL stays the source, a later change
-        retries)."""
-        sealed: list[SegmentInfo] = []
-        try:
-            if self._sealing is not None:
-                events, size = self._unsealed()
-                if (events < self.settings.segment_events_max
-                        and size < self.settings.segment_bytes_max):
-                    return sealed
-                sealed += self._finish_seal(wait=True)
-            if self._full():
-                if background:
-                    self._start_seal(carry=True)
-                else:
-                    sealed += self._seal(carry=True)
-        except (FsyncError, LogFailedError):
-            raise
-        except (OSError, StorageError) as exc:
-            log.warning("sealing %s failed after its rows were written (%s); the next append "
-                        "retries it", self._active.path, exc)
-        return sealed
-
-    def _commit(self, **changes: object) -> None:
-        """Commit a manifest with `changes` and the next revision; the in-memory copy follows."""
-        proposed = msgspec.structs.replace(
-            self._manifest, revision=self._manifest.revision + 1, **changes
-        )
-        self._manifest = manifest_io.commit(self._fs, self._log_dir, proposed)
-
-    def _info(self, entry: SegmentEntry) -> SegmentInfo:
-        return SegmentInfo(
-            base_seq=entry.base_seq, end_seq=entry.end_seq, ts_min=entry.ts_min,
-            ts_max=entry.ts_max, events=entry.events, bytes=entry.bytes,
-            path=self._log_dir / entry.file,
-        )
+        return self._sealer.wait(timeout)
 
     def sync(self) -> None:
         """Fsync the active segment now (for durability "batch" or "none")."""
         with self._changing():
-            self._active.sync()
-            self._last_sync_ms = self._clock()
+            self._segments.active.sync()
+            self._segments.active_synced_ms = self._clock()
 
     # ----------------------------------------------------------------------------- reads
 
     def segments(self) -> list[SegmentInfo]:
         """Sealed segments in seq order, as the manifest lists them."""
         with self._mutex:
-            return [self._info(e) for e in self._manifest.segments]
+            return [self._segments.info(e) for e in self._segments.manifest.segments]
 
     def segment_paths(self) -> list[Path]:
         """Paths of the sealed segments in seq order (what Spark or DuckDB should read).
@@ -732,61 +302,12 @@ class SegmentedLog:
         those readers do not verify Parquet page checksums: a damaged segment raises
         `CorruptSegmentError` naming the file and its seqs instead of answering from bad bytes.
         """
-        with self._mutex:
-            self._check_open()
-            for attempt in range(READER_RETRIES_MAX):
-                try:
-                    for entry in self._manifest.segments:
-                        self._check_file(entry)
-                    return [self._log_dir / e.file for e in self._manifest.segments]
-                except CorruptSegmentError:
-                    if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
-                        raise
-            raise AssertionError("unreachable")
-
-    def _check_file(self, entry: SegmentEntry) -> None:
-        """The whole file's crc32c equals the manifest's (once per file and process)."""
-        if entry.crc32c is None:
-            return  # swapped in by a version that did not record checksums
-        key = (entry.file, entry.bytes, entry.crc32c)
-        if key in self._verified_files:
-            return
-        path = self._log_dir / entry.file
-        try:
-            source = self._fs.open_input(path)
-        except FileNotFoundError:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      "listed in the manifest but missing") from None
-        except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      f"cannot open: {exc}") from exc
-        size, crc = 0, 0
-        try:
-            while True:
-                chunk = source.read(CRC_CHUNK_BYTES)
-                if not chunk:
-                    break
-                size += len(chunk)
-                crc = crc32c.crc32c(chunk, crc)
-        except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      f"cannot read: {exc}") from exc
-        finally:
-            source.close()
-        if size != entry.bytes:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
-                                      f"file holds {size} bytes, the manifest says {entry.bytes}")
-        if crc != entry.crc32c:
-            raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq,
-                f"crc32c {crc} differs from the manifest's {entry.crc32c}: the file changed after "
-                "it was written (run `offset-ledger verify` for the whole log)")
-        self._verified_files.add(key)
+        return self._reading(self._reads.checked_paths)
 
     def tail(self) -> pa.Table:
         """The active segment's rows (decoded tail), in seq order, columns in schema order."""
         with self._mutex:
-            return self._active.table()
+            return self._segments.active.table()
 
     def read(
         self,
@@ -804,150 +325,65 @@ class SegmentedLog:
         `LogRangeError` naming the earliest seq and ts still held.
         """
         bounds = SeqTsRange(seq_gte, seq_lt, ts_gte, ts_lt)
-        wanted = self._columns(columns)
+        wanted = check_columns(self.schema, columns)
+
+        def read_once() -> pa.Table:
+            table, self.last_read_stats = self._reads.read(bounds, wanted)
+            return table
+
+        return self._reading(read_once)
+
+    def _reading(
+        self, read_once: Callable[[], _T], retry_on: type[Exception] = CorruptSegmentError
+    ) -> _T:
+        """Run `read_once` on this instance's snapshot, retrying a reader's on `retry_on`."""
         with self._mutex:
             self._check_open()
             for attempt in range(READER_RETRIES_MAX):
                 try:
-                    return self._read_once(bounds, wanted)
-                except CorruptSegmentError:
+                    return read_once()
+                except retry_on:
                     # A reader's snapshot may name files a writer has since swapped or retired.
                     if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
                         raise
             raise AssertionError("unreachable")
 
-    def _columns(self, columns: list[str] | None) -> list[str]:
-        if columns is None:
-            return list(self.schema.names)
-        unknown = [c for c in columns if c not in self.schema.names]
-        if unknown:
-            raise SchemaError(f"unknown columns {unknown}; the log has {self.schema.names}")
-        return list(columns)
-
     def _moved_on(self) -> bool:
         """Reader: re-read the manifest; True (and a new snapshot) if it changed."""
-        current = manifest_io.load(self._fs, self._log_dir)
-        if current is None or current.revision == self._manifest.revision:
+        report = take_newer_snapshot(self._segments)
+        if report is None:
             return False
-        self._take_snapshot()
-        self._footers = FooterCache()  # names may have been reused by the writer
+        self.recovery = report
+        self._reads.forget_footers()  # names may have been reused by the writer
         return True
-
-    def _read_once(self, bounds: SeqTsRange, wanted: list[str]) -> pa.Table:
-        current = self._manifest
-        self._check_range(bounds, current)
-        needed = set(wanted) | {SEQ_COLUMN, TS_COLUMN}
-        read_columns = [n for n in self.schema.names if n in needed]
-        target = pa.schema([self.schema.field(n) for n in read_columns])
-        stats = ReadStats()
-        pieces: list[pa.Table] = []
-        for entry in current.segments:
-            if not bounds.overlaps(entry.base_seq, entry.end_seq - 1, entry.ts_min, entry.ts_max):
-                stats.segments_skipped += 1
-                continue
-            stats.segments_read += 1
-            self._check_file(entry)
-            ref = SegmentRef(self._log_dir / entry.file, entry.base_seq, entry.end_seq,
-                             entry.events, entry.bytes)
-            piece = read_segment(self._fs, ref, bounds, read_columns, stats, self._footers)
-            pieces.append(pa.Table.from_arrays(piece.columns, schema=target))
-        active = self._active
-        if active.events and bounds.overlaps(
-            active.base_seq, active.end_seq - 1, active.ts_min, active.ts_max
-        ):
-            tail = active.table().select(read_columns)
-            if not bounds.unbounded:
-                tail = tail.filter(range_mask(tail, bounds))
-            pieces.append(pa.Table.from_arrays(tail.columns, schema=target))
-        self.last_read_stats = stats
-        if not pieces:
-            return target.empty_table().select(wanted)
-        return pa.concat_tables(pieces).select(wanted)
-
-    def _earliest_ts(self, current: Manifest) -> int | None:
-        if current.segments:
-            return current.segments[0].ts_min
-        return self._active.ts_min
-
-    def _check_range(self, bounds: SeqTsRange, current: Manifest) -> None:
-        """Refuse bounds that reach history retention deleted (DESIGN.md: a clear error)."""
-        start = current.log_start_seq
-        retired_ts = current.retired_ts_max
-        if start == 0 and retired_ts is None:
-            return
-        asked = None
-        if bounds.seq_gte is not None and bounds.seq_gte < start:
-            asked = f"seq_gte={bounds.seq_gte}"
-        elif bounds.seq_gte is None and bounds.seq_lt is not None and bounds.seq_lt <= start:
-            asked = f"seq_lt={bounds.seq_lt}"
-        elif retired_ts is not None and bounds.ts_gte is not None and bounds.ts_gte <= retired_ts:
-            asked = f"ts_gte={bounds.ts_gte}"
-        elif (retired_ts is not None and bounds.ts_gte is None and bounds.ts_lt is not None
-              and bounds.ts_lt <= retired_ts):
-            asked = f"ts_lt={bounds.ts_lt}"
-        if asked is not None:
-            raise LogRangeError(asked, start, self._earliest_ts(current))
 
     # ----------------------------------------------------------------------------- checkpoints
 
     def write_checkpoint(self, seq: int, table: pa.Table) -> Path:
         """Store `table` as the checkpoint at `seq` (atomic file, then listed in the manifest)."""
         with self._changing():
-            if seq < 0 or seq > self.next_seq:
-                raise StorageError(
-                    f"checkpoint seq {seq} is outside 0..{self.next_seq} (the next seq)"
-                )
-            name = names.checkpoint_name(seq)
-            path = self._checkpoint_dir / name
-            known = self._manifest.checkpoint_file(seq) is not None
-            size, crc = write_parquet_checked(
-                self._fs, path, table, self.settings, self.settings.row_group_events
-            )
-            sync_dir(self._fs, self._checkpoint_dir)
-            listed = sorted(
-                (*(c for c in self._manifest.checkpoints if c.seq != seq),
-                 CheckpointEntry(seq, name, bytes=size, crc32c=crc)),
-                key=lambda c: c.seq,
-            )
-            try:
-                self._commit(checkpoints=tuple(listed))
-            except Exception as exc:  # not on KeyboardInterrupt: it may have committed
-                if not known and not isinstance(exc, FsyncError):
-                    remove_quietly(self._fs, path)
-                raise
-            return path
+            return checkpoints.write_checkpoint(self._segments, self.settings, seq, table)
 
     def checkpoints(self) -> list[int]:
         """Seqs of the checkpoints, ascending."""
         with self._mutex:
-            return [c.seq for c in self._manifest.checkpoints]
+            return checkpoints.checkpoint_seqs(self._segments)
 
     def checkpoint_path(self, seq: int) -> Path:
         """Where the checkpoint at `seq` is (or would be)."""
         with self._mutex:
-            name = self._manifest.checkpoint_file(seq) or names.checkpoint_name(seq)
-            return self._checkpoint_dir / name
+            return checkpoints.checkpoint_path(self._segments, seq)
 
     def read_checkpoint(self, seq: int) -> pa.Table:
         """The table stored as the checkpoint at `seq`."""
-        with self._mutex:
-            self._check_open()
-            for attempt in range(READER_RETRIES_MAX):
-                entry = next((c for c in self._manifest.checkpoints if c.seq == seq), None)
-                if entry is None:
-                    raise StorageError(
-                        f"no checkpoint at seq {seq}; checkpoints are at {self.checkpoints()}"
-                    )
-                name = entry.file
-                try:
-                    return read_table(self._fs, self._checkpoint_dir / name, size=entry.bytes,
-                                      crc=entry.crc32c, seq=seq)
-                except FileNotFoundError:
-                    if self._writer or attempt + 1 == READER_RETRIES_MAX or not self._moved_on():
-                        raise CorruptSegmentError(
-                            self._checkpoint_dir / name, None, None, "checkpoint missing"
-                        ) from None
-            raise AssertionError("unreachable")
+        try:
+            return self._reading(
+                lambda: checkpoints.read_checkpoint(self._segments, seq), FileNotFoundError
+            )
+        except FileNotFoundError:
+            raise CorruptSegmentError(
+                self.checkpoint_path(seq), None, None, "checkpoint missing"
+            ) from None
 
     # ----------------------------------------------------------------------------- retention
 
@@ -969,10 +405,11 @@ class SegmentedLog:
             if value is not None and value < 0:
                 raise StorageError(f"{name} must be >= 0, got {value}")
         with self._changing():
-            current = self._manifest
+            segments = self._segments
+            current = segments.manifest
             plan = plan_retention(
                 current.segments, current.checkpoints, start_seq=current.log_start_seq,
-                active_bytes=self._active.bytes, covered_seq=covered_seq, now_ms=self._clock(),
+                active_bytes=segments.active.bytes, covered_seq=covered_seq, now_ms=self._clock(),
                 age_ms_max=age_ms_max, bytes_max=bytes_max,
             )
             if not plan.retire and not plan.drop_checkpoints:
@@ -980,19 +417,19 @@ class SegmentedLog:
             retired_ts = current.retired_ts_max
             for entry in plan.retire:
                 retired_ts = entry.ts_max if retired_ts is None else max(retired_ts, entry.ts_max)
-            self._commit(
+            segments.commit(
                 segments=current.segments[len(plan.retire):],
                 log_start_seq=plan.start_seq,
                 retired_ts_max=retired_ts,
                 checkpoints=plan.keep_checkpoints,
             )
-            self._footers = FooterCache()
+            self._reads.forget_footers()
             for entry in plan.retire:
-                remove_quietly(self._fs, self._log_dir / entry.file)
+                remove_quietly(self._fs, segments.log_dir / entry.file)
             for checkpoint in plan.drop_checkpoints:
-                remove_quietly(self._fs, self._checkpoint_dir / checkpoint.file)
+                remove_quietly(self._fs, segments.checkpoint_dir / checkpoint.file)
             return RetentionResult(
-                tuple(self._info(e) for e in plan.retire),
+                tuple(segments.info(e) for e in plan.retire),
                 plan.start_seq,
                 tuple(c.seq for c in plan.drop_checkpoints),
             )
@@ -1008,112 +445,9 @@ class SegmentedLog:
         unlisted and deleted on open), after it the new set.
         """
         with self._changing():
-            start, stop = self._locate_run(old)
-            base, end = old[0].base_seq, old[-1].end_seq
-            sources = [Path(p) for p in new_files]
-            if not sources:
-                raise StorageError("replace needs at least one new file")
-            for source in sources:
-                if source.resolve().parent == self._log_dir.resolve():
-                    raise StorageError(
-                        f"{source} is inside {self._log_dir}: stage new files elsewhere"
-                    )
-            facts = sorted(
-                ((inspect_file(self._fs, p, self.schema), p) for p in sources),
-                key=lambda item: item[0].seq_min,
-            )
-            expected = base
-            for fact, path in facts:
-                if not fact.dense or fact.seq_min != expected:
-                    raise StorageError(
-                        f"{path} holds seqs {fact.seq_min}..{fact.seq_max} ({fact.rows} rows, "
-                        f"dense={fact.dense}); expected a dense run starting at {expected}"
-                    )
-                expected = fact.seq_max + 1
-            if expected != end:
-                raise StorageError(
-                    f"new files cover seqs {base}..{expected}, the replaced segments {base}..{end}"
-                )
-            taken = set(self._fs.listdir(self._log_dir))
-            moves: list[tuple[Path, Path, bool]] = []
-            entries: list[SegmentEntry] = []
-            try:
-                for fact, source in facts:
-                    variant = 0
-                    while names.parquet_name(fact.seq_min, variant) in taken:
-                        variant += 1
-                    name = names.parquet_name(fact.seq_min, variant)
-                    taken.add(name)
-                    destination = self._log_dir / name
-                    copied = self._move_in(source, destination)
-                    moves.append((source, destination, copied))
-                    sync_file(self._fs, destination)
-                    content = self._fs.read_bytes(destination)
-                    entries.append(SegmentEntry(
-                        base_seq=fact.seq_min, end_seq=fact.seq_max + 1, ts_min=fact.ts_min,
-                        ts_max=fact.ts_max, events=fact.rows,
-                        bytes=len(content), file=name, crc32c=crc32c.crc32c(content),
-                    ))
-                sync_dir(self._fs, self._log_dir)
-                segments = self._manifest.segments
-                self._commit(segments=segments[:start] + tuple(entries) + segments[stop:])
-            except Exception as exc:  # not on KeyboardInterrupt: the commit may have happened
-                if not isinstance(exc, FsyncError):
-                    self._undo_moves(moves)
-                raise
-            self._footers = FooterCache()  # a later file may reuse a deleted file's name
-            for entry in segments[start:stop]:
-                remove_quietly(self._fs, self._log_dir / entry.file)
-            for source, _, copied in moves:
-                if copied:
-                    remove_quietly(self._fs, source)
-            return [self._info(e) for e in entries]
-
-    def _locate_run(self, old: Sequence[SegmentInfo]) -> tuple[int, int]:
-        """Index range of `old` among the live segments; it must be a contiguous run of them."""
-        if not old:
-            raise StorageError("replace needs at least one old segment")
-        live = self._manifest.segments
-        start = next((i for i, e in enumerate(live) if e.base_seq == old[0].base_seq), None)
-        if start is None:
-            raise StorageError(f"segment at seq {old[0].base_seq} is not live")
-        for offset, info in enumerate(old):
-            index = start + offset
-            if index >= len(live):
-                raise StorageError(f"segment at seq {info.base_seq} is not live")
-            entry = live[index]
-            if (entry.base_seq, entry.end_seq, entry.file) != (
-                info.base_seq, info.end_seq, info.path.name
-            ):
-                raise StorageError(
-                    f"segments to replace must be a contiguous run of live ones: "
-                    f"{info.path.name} ({info.base_seq}..{info.end_seq}) is not live at that place"
-                )
-        return start, start + len(old)
-
-    def _move_in(self, source: Path, destination: Path) -> bool:
-        """Rename `source` into log/ (copy across file systems); True if it was copied."""
-        try:
-            self._fs.rename(source, destination)
-            return False
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-        tmp = destination.with_name(names.tmp_name(destination.name))
-        write_file_durably(self._fs, tmp, self._fs.read_bytes(source))
-        self._fs.rename(tmp, destination)
-        return True
-
-    def _undo_moves(self, moves: list[tuple[Path, Path, bool]]) -> None:
-        """Put moved files back where the caller had them (best effort) after a failed swap."""
-        for source, destination, copied in reversed(moves):
-            try:
-                if copied:
-                    self._fs.remove(destination)
-                else:
-                    self._fs.rename(destination, source)
-            except OSError:
-                log.warning("could not move %s back to %s", destination, source)
+            replaced = replace_segments(self._segments, old, new_files)
+            self._reads.forget_footers()  # a later file may reuse a deleted file's name
+            return replaced
 
     # ----------------------------------------------------------------------------- closing
 
@@ -1123,40 +457,23 @@ class SegmentedLog:
             if self._closed:
                 return
             try:
-                if self._writer and self._failed is None:
-                    with self._failing_on_fsync():
-                        self._publish_before_close()
-                        self._active.sync()
+                if self._writer and self._latch.error is None:
+                    with self._latch.failing_on_fsync():
+                        self._sealer.publish_before_close()
+                        self._segments.active.sync()
             finally:
                 self._closed = True
-                self._stop_sealer()
-                self._active.close()
+                self._sealer.stop()
+                self._segments.active.close()
                 if self._lock is not None:
                     self._lock.release()
-
-    def _publish_before_close(self) -> None:
-        """List a running seal (a failure is logged: the WAL is the source, the open reseals)."""
-        try:
-            self._finish_seal(wait=True)
-        except (FsyncError, LogFailedError):
-            raise
-        except (OSError, StorageError) as exc:
-            log.warning("sealing %s failed at close (%s); the next open seals it",
-                        self._active.path, exc)
-
-    def _stop_sealer(self) -> None:
-        """Wait for the sealer thread to end (what it wrote unlisted, the next open deletes)."""
-        if self._sealer is not None:
-            self._sealer.shutdown(wait=True)
-            self._sealer = None
-        self._sealing = None
 
     def _abandon(self) -> None:
         """Drop descriptors and the lock with no further I/O, as a killed process would (tests)."""
         with self._mutex:
             self._closed = True
-            self._stop_sealer()
-            self._active.close()
+            self._sealer.stop()
+            self._segments.active.close()
             if self._lock is not None:
                 self._lock.release()
 
@@ -1170,23 +487,6 @@ class SegmentedLog:
         role = "writer" if self._writer else "reader"
         return (
             f"SegmentedLog({str(self.root)!r}, {role}, start_seq={self.start_seq}, "
-            f"next_seq={self.next_seq}, segments={len(self._manifest.segments)})"
+            f"next_seq={self.next_seq}, segments={len(self._segments.manifest.segments)})"
         )
 
-
-def check_schema(schema: pa.Schema) -> None:
-    """The log needs int64 `seq` and `ts` and no dictionary columns (frames carry no dictionaries)."""
-    for name in (SEQ_COLUMN, TS_COLUMN):
-        index = schema.get_field_index(name)
-        if index < 0:
-            raise SchemaError(f"the log's schema needs an int64 column {name!r}")
-        if not schema.field(index).type.equals(pa.int64()):
-            raise SchemaError(f"column {name!r} must be int64, got {schema.field(index).type}")
-    if len(set(schema.names)) != len(schema.names):
-        raise SchemaError(f"duplicate column names in {schema.names}")
-    for field in schema:
-        if pa.types.is_dictionary(field.type):
-            raise SchemaError(
-                f"column {field.name} is dictionary-typed; use the value type (Parquet "
-                "dictionary-encodes strings anyway)"
-            )

@@ -127,7 +127,7 @@ def test_a_failed_sealer_write_is_logged_and_retried_by_the_next_change(
     fs.on_step = full_disk_for_the_sealer
     first, _ = _append(log, 12)
     assert log.wait_for_sealer(30)
-    with caplog.at_level(logging.WARNING, logger="storage.log"):
+    with caplog.at_level(logging.WARNING, logger="storage.sealer"):
         second, sealed = _append(log, 2)  # reports the failure and seals again at once
     assert sealed == [(0, 10)]
     assert "No space left on device" in caplog.text and "retrying it now" in caplog.text
