@@ -24,14 +24,19 @@ from storage.settings import LogSettings
 def write_checkpoint(
     segments: LogSegments, settings: LogSettings, seq: int, table: pa.Table
 ) -> Path:
-    """Store `table` as the checkpoint at `seq` (atomic file, then listed in the manifest)."""
+    """Store `table` as the checkpoint at `seq` (atomic file, then listed in the manifest).
+
+    A listed checkpoint is never rewritten: the log before a seq never changes, so neither does
+    the state at it, and replacing the listed file in place could leave it torn by a crash
+    between the rename and the manifest commit."""
     next_seq = segments.active.end_seq
     if seq < 0 or seq > next_seq:
         raise StorageError(f"checkpoint seq {seq} is outside 0..{next_seq} (the next seq)")
     fs, directory = segments.fs, segments.checkpoint_dir
     name = names.checkpoint_name(seq)
     path = directory / name
-    known = segments.manifest.checkpoint_file(seq) is not None
+    if segments.manifest.checkpoint_file(seq) is not None:
+        return path
     size, crc = write_parquet_checked(fs, path, table, settings, settings.row_group_events)
     sync_dir(fs, directory)
     listed = sorted(
@@ -42,7 +47,7 @@ def write_checkpoint(
     try:
         segments.commit(checkpoints=tuple(listed))
     except Exception as exc:  # not on KeyboardInterrupt: it may have committed
-        if not known and not isinstance(exc, FsyncError):
+        if not isinstance(exc, FsyncError):
             remove_quietly(fs, path)
         raise
     return path

@@ -37,8 +37,9 @@ def wal_name(base_seq: int) -> str:
 def parquet_name(base_seq: int, variant: int = 0) -> str:
     """Name of a sealed segment; `variant` > 0 gives `<base>.<variant>.parquet`.
 
-    A variant is only used when a compaction swap installs a segment whose base seq equals that
-    of a segment still live, so that the old file stays untouched until the manifest commits.
+    A seal writes variant 0; a compaction swap writes the revision of the manifest commit that
+    lists the file, so a name is never used twice (as Delta and Iceberg never overwrite a data
+    file) and the old file stays untouched until the manifest commits.
     """
     if variant < 0:
         raise ValueError(f"variant {variant} is negative")

@@ -65,7 +65,9 @@ def replace_segments(
     entries: list[SegmentEntry] = []
     try:
         for fact, source in facts:
-            variant = 0
+            # the revision of the commit that lists it: a name no swap has used before, so a
+            # reader holding an older manifest never finds other rows under a name it knows
+            variant = segments.manifest.revision + 1
             while names.parquet_name(fact.seq_min, variant) in taken:
                 variant += 1
             name = names.parquet_name(fact.seq_min, variant)

@@ -92,8 +92,10 @@ def test_checkpoints_round_trip_and_refuse_bad_seqs(tmp_path: Path) -> None:
         path = log.write_checkpoint(5, state)
         assert path == log.checkpoint_path(5) and path.name.endswith(".checkpoint.parquet")
         assert log.read_checkpoint(5).equals(state)
-        log.write_checkpoint(5, state)  # same seq again: replaced in place, listed once
-        assert log.checkpoints() == [5]
+        # the state at a seq never changes: a listed checkpoint is kept, never rewritten in
+        # place (a crash mid-rewrite would have torn the listed file)
+        log.write_checkpoint(5, pa.table({"key": ["b"], "value": [3]}))
+        assert log.checkpoints() == [5] and log.read_checkpoint(5).equals(state)
         with pytest.raises(StorageError, match="outside"):
             log.write_checkpoint(6, state)
         with pytest.raises(StorageError, match="no checkpoint at seq 3"):
