@@ -11,6 +11,7 @@ it passed over.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,12 +94,19 @@ class ImportTally:
     def sync(self, group: str, topic: str, queue_id: int, offset: int | None,
              ts: int | None = None) -> None:
         """Overwrite the committed offset (None removes it, as a Kafka tombstone does)."""
-        cmd: dict[str, Any] = {"op": "sync", "group": group, "topic": topic,
-                               "queue_id": queue_id, "offset": offset, "source": self.source}
-        if ts is not None:
-            cmd["ts"] = ts
-        self.groups[group] = None
-        self.commands.append(cmd)
+        self.syncs(((group, topic, queue_id, offset, ts),))
+
+    def syncs(self, rows: Iterable[tuple[str, str, int, int | None, int | None]]) -> None:
+        """`sync` for many (group, topic, queue id, offset, ts) rows; a ts of None is left out."""
+        source, groups, append = self.source, self.groups, self.commands.append
+        for group, topic, queue_id, offset, ts in rows:
+            cmd: dict[str, Any] = {"op": "sync", "group": group, "topic": topic,
+                                   "queue_id": queue_id, "offset": offset, "source": source}
+            if ts is not None:
+                cmd["ts"] = ts
+            if group not in groups:
+                groups[group] = None
+            append(cmd)
 
     def max_offset(self, topic: str, queue_id: int, value: int) -> None:
         """Remember a queue's MaxOffset reading; the highest one wins.

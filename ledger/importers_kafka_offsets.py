@@ -32,85 +32,130 @@ of the key's previous record.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import msgspec
 
 from ledger.import_result import ImportResult, ImportTally, line_error, name_cell
-from ledger.limits import OFFSET_MAX, QUEUE_ID_MAX, TS_MAX
+from ledger.limits import NAME_PATTERN, OFFSET_MAX, QUEUE_ID_MAX, TS_MAX
 
 _TEXT_RECORD = re.compile(r"\[(?P<key>.*?)\]::(?P<value>.*)")
 _KEY_TAIL = re.compile(r"(?P<group>.*),(?P<topic>[^,]*),(?P<partition>-?\d+)")
+_EPOCH = r"(?:Optional|OptionalInt)(?:\.empty|\[-?\d+\])"
+_EXPIRE = r"(?:None|Some\(-?\d+\)|-?\d+|OptionalLong\.empty|OptionalLong\[-?\d+\])"
 _VALUE_21 = re.compile(
-    r"OffsetAndMetadata\(offset=(?P<offset>-?\d+), leaderEpoch=(?:Optional|OptionalInt)"
-    r"(?:\.empty|\[-?\d+\]), metadata=(?s:.*), commitTimestamp(?:Ms)?=(?P<ts>-?\d+), "
-    r"expireTimestamp(?:Ms)?=(?:None|Some\(-?\d+\)|-?\d+|OptionalLong\.empty|OptionalLong\[-?\d+\])"
+    rf"OffsetAndMetadata\(offset=(?P<offset>-?\d+), leaderEpoch={_EPOCH}, metadata=(?s:.*), "
+    rf"commitTimestamp(?:Ms)?=(?P<ts>-?\d+), expireTimestamp(?:Ms)?={_EXPIRE}"
     r"(?:, recordOffset=-?\d+)?\)")
 _VALUE_OLD = re.compile(
     r"\[OffsetMetadata\[(?P<offset>-?\d+),(?s:.*)\],CommitTime (?P<ts>-?\d+),"
     r"ExpirationTime -?\d+\]")
+# The common 2.1+ record in one match: names of ledger characters, non-negative numbers. Any
+# other record (or a bad one) takes the general path, which names what is wrong.
+_NAME = NAME_PATTERN.pattern.replace("{1,249}", "+")
+_FAST_21 = re.compile(
+    rf"\[({_NAME}),({_NAME}),(\d{{1,10}})\]::OffsetAndMetadata\(offset=(\d{{1,19}}), "
+    rf"leaderEpoch=Optional(?:\.empty|\[\d+\]), metadata=(?s:.*), commitTimestamp=(\d{{1,15}}), "
+    r"expireTimestamp=(?:None|Some\(-?\d+\)|-?\d+)\)")
 _PROCESSED = re.compile(r"Processed a total of \d+ messages")
 _NOISE = re.compile(r"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] [A-Z]+ |SLF4J: |"
                     r"Using the ConsoleConsumer with old consumer is deprecated)")
 _JSON_START = '{"key":'
+_JSON_BATCH_RECORDS = 8192
 _OFFSET_COMMIT_TYPES = (0, 1)
 _GROUP_METADATA_TYPE = 2
 
+# group, topic, queue id, offset (None: tombstone), commit time (None: a tombstone's, unknown)
+Commit = tuple[str, str, int, "int | None", "int | None"]
 
-class _Commit(msgspec.Struct):
-    """One parsed offset commit before sorting: offset None is a tombstone, ts None unknown."""
 
-    line_no: int
-    group: str
-    topic: str
-    queue_id: int
-    offset: int | None
-    ts: int | None
+class _KeyData(msgspec.Struct):
+    group: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+
+
+class _Key(msgspec.Struct):
+    data: _KeyData | str | None
+    type: int | str | None = None
+    version: int | str | None = None
+
+
+class _ValueData(msgspec.Struct):
+    offset: int | None = None
+    commitTimestamp: int | None = None  # noqa: N815 - the formatter's field name
+
+
+class _Value(msgspec.Struct):
+    data: _ValueData | str | None
+    version: int | str | None = None
+
+
+class _Record(msgspec.Struct):
+    key: _Key | None
+    value: _Value | None
 
 
 def parse_kafka_offsets(text: str, source: str) -> ImportResult:
     """Syncs (with `ts`) from a `__consumer_offsets` dump, text or JSON form, sorted by ts."""
     tally = ImportTally(source)
-    commits: list[_Commit] = []
-    decoder = msgspec.json.Decoder()
-    for line_no, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+    commits = _Commits(tally)
+    json_lines = _JsonLines(commits)
+    fast, add = _FAST_21.fullmatch, commits.add
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        m = fast(line)
+        if m is not None:
+            group, topic, partition, offset, ts = m.groups()
+            add(line_no, line, group, topic, int(partition), int(offset), int(ts))
+            continue
+        line = line.strip()
         if not line:
             continue
         if line.startswith(_JSON_START):
-            _json_line(line, line_no, decoder, tally, commits)
-        elif line.startswith("["):
-            if _NOISE.match(line):
-                tally.skip("log_line")
-                continue
-            _text_line(line, line_no, tally, commits)
+            json_lines.add(line, line_no)
+            continue
+        json_lines.flush()
+        if line.startswith("[") and not _NOISE.match(line):
+            _text_line(line, line_no, commits)
         elif _PROCESSED.fullmatch(line):
             tally.skip("console_consumer_summary")
         elif _NOISE.match(line):
             tally.skip("log_line")
         else:
             raise line_error(line_no, "not a record of the offsets formatter", line)
+    json_lines.flush()
     tally.records = len(commits)
     _emit_sorted(commits, tally)
     return tally.result()
 
 
-def _commit(tally: ImportTally, commits: list[_Commit], line_no: int, line: str, group: str,
-            topic: str, partition: int, offset: int | None, ts: int | None) -> None:
-    group = name_cell(group, "group", line_no, line)
-    topic = name_cell(topic, "topic", line_no, line)
-    if not 0 <= partition <= QUEUE_ID_MAX:
-        raise line_error(line_no, f"partition {partition} is out of range", line)
-    if ts is not None and not 0 <= ts <= TS_MAX:
-        raise line_error(line_no, f"commitTimestamp {ts} is out of range", line)
-    if offset is not None and not 0 <= offset <= OFFSET_MAX:
-        # Kafka stores what a client committed; a negative offset is no position to restore.
-        tally.skip("negative_offset")
-        return
-    commits.append(_Commit(line_no, group, topic, partition, offset, ts))
+class _Commits(list[Commit]):
+    """The commits of the dump in file order, each checked as it is added."""
+
+    def __init__(self, tally: ImportTally) -> None:
+        super().__init__()
+        self.tally = tally
+        self.names: set[str] = set()  # names already checked: they repeat on every record
+
+    def add(self, line_no: int, line: str, group: str, topic: str, partition: int,
+            offset: int | None, ts: int | None) -> None:
+        """Keep one commit; a negative offset is skipped (Kafka stores what a client committed,
+        but it is no position to restore)."""
+        names = self.names
+        if group not in names:
+            names.add(name_cell(group, "group", line_no, line))
+        if topic not in names:
+            names.add(name_cell(topic, "topic", line_no, line))
+        if not 0 <= partition <= QUEUE_ID_MAX:
+            raise line_error(line_no, f"partition {partition} is out of range", line)
+        if ts is not None and not 0 <= ts <= TS_MAX:
+            raise line_error(line_no, f"commitTimestamp {ts} is out of range", line)
+        if offset is not None and not 0 <= offset <= OFFSET_MAX:
+            self.tally.skip("negative_offset")
+            return
+        self.append((group, topic, partition, offset, ts))
 
 
-def _text_line(line: str, line_no: int, tally: ImportTally, commits: list[_Commit]) -> None:
+def _text_line(line: str, line_no: int, commits: _Commits) -> None:
     m = _TEXT_RECORD.fullmatch(line)
     if m is None:
         raise line_error(line_no, "not a [group,topic,partition]::value record", line)
@@ -126,106 +171,120 @@ def _text_line(line: str, line_no: int, tally: ImportTally, commits: list[_Commi
             raise line_error(line_no, "value is neither OffsetAndMetadata(...), "
                              "[OffsetMetadata[...],CommitTime ...] nor NULL: cut short?", line)
         offset, ts = int(v["offset"]), int(v["ts"])
-    _commit(tally, commits, line_no, line, key["group"], key["topic"], int(key["partition"]),
-            offset, ts)
+    commits.add(line_no, line, key["group"], key["topic"], int(key["partition"]), offset, ts)
 
 
-def _json_line(line: str, line_no: int, decoder: msgspec.json.Decoder, tally: ImportTally,
-               commits: list[_Commit]) -> None:
-    """One line of JSON records: one, or several run together as 4.x prints them. A record
-    boundary is the next `{"key":` outside a string (inside one its quotes are escaped)."""
-    processed = _PROCESSED.search(line)
-    if processed is not None and processed.end() == len(line):
-        line = line[:processed.start()]  # stderr's summary landed after the last record
-        tally.skip("console_consumer_summary")
-    starts = [m.start() for m in re.finditer(re.escape(_JSON_START), line)]
-    for i, start in enumerate(starts):
-        chunk = line[start:starts[i + 1] if i + 1 < len(starts) else len(line)]
+class _JsonLines:
+    """JSON records, decoded a batch at a time: one per line, or many run together on one line
+    as 4.x prints them. A record starts at each `{"key":` (inside a JSON string the quotes would
+    be escaped, so the mark cannot occur there)."""
+
+    def __init__(self, commits: _Commits) -> None:
+        self.tally, self.commits = commits.tally, commits
+        self.chunks: list[str] = []
+        self.where: list[tuple[int, int]] = []  # (line number, record number in its line)
+        self.decoder = msgspec.json.Decoder(list[_Record])
+        self.one = msgspec.json.Decoder(_Record)
+
+    def add(self, line: str, line_no: int) -> None:
+        processed = _PROCESSED.search(line)
+        if processed is not None and processed.end() == len(line):
+            line = line[:processed.start()]  # stderr's summary landed after the last record
+            self.tally.skip("console_consumer_summary")
+        starts = [m.start() for m in re.finditer(re.escape(_JSON_START), line)]
+        ends = starts[1:] + [len(line)]
+        for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+            self.chunks.append(line[start:end])
+            self.where.append((line_no, i + 1))
+            if len(self.chunks) >= _JSON_BATCH_RECORDS:
+                self.flush()
+
+    def flush(self) -> None:
+        if not self.chunks:
+            return
+        chunks, where = self.chunks, self.where
+        self.chunks, self.where = [], []
         try:
-            record = decoder.decode(chunk)
-        except msgspec.DecodeError as e:
-            raise line_error(line_no, f"record {i + 1} of the line is not JSON ({e}): cut short?",
-                             chunk) from None
-        _json_record(record, line_no, chunk, tally, commits)
+            records = self.decoder.decode("[" + ",".join(chunks) + "]")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            records = [self._decode_one(chunk, at) for chunk, at in zip(chunks, where, strict=True)]
+        for record, chunk, (line_no, _) in zip(records, chunks, where, strict=True):
+            self._record(record, line_no, chunk)
+
+    def _decode_one(self, chunk: str, at: tuple[int, int]) -> _Record:
+        try:
+            return self.one.decode(chunk)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise line_error(at[0], f"record {at[1]} of the line is not an offsets formatter "
+                             f"record ({e}): cut short?", chunk) from None
+
+    def _record(self, record: _Record, line_no: int, chunk: str) -> None:
+        key, value, tally = record.key, record.value, self.tally
+        if key is None:
+            tally.skip("null_key")
+            return
+        if (key.type is None) == (key.version is None):
+            raise line_error(line_no, "key must have one of \"type\" and \"version\"", chunk)
+        kind = _number(key.type if key.type is not None else key.version, "key type", line_no,
+                       chunk)
+        data = key.data
+        if data is None or isinstance(data, str):
+            tally.skip("unknown_record")
+            return
+        if kind == _GROUP_METADATA_TYPE or (data.topic is None and data.group is not None):
+            tally.skip("group_metadata")
+            return
+        if kind not in _OFFSET_COMMIT_TYPES:
+            tally.skip("unknown_record")
+            return
+        if data.group is None or data.topic is None or data.partition is None:
+            raise line_error(line_no, "offset commit key needs group, topic and partition", chunk)
+        if value is None:
+            self.commits.add(line_no, chunk, data.group, data.topic, data.partition, None, None)
+            return
+        _number(value.version, "value version", line_no, chunk)
+        vdata = value.data
+        if isinstance(vdata, str):
+            tally.skip("unknown_value")
+            return
+        if vdata is None or vdata.offset is None or vdata.commitTimestamp is None:
+            raise line_error(line_no, "value data has no integer offset and commitTimestamp",
+                             chunk)
+        self.commits.add(line_no, chunk, data.group, data.topic, data.partition, vdata.offset,
+                         vdata.commitTimestamp)
 
 
-def _version(node: Any, what: str, line_no: int, chunk: str) -> int:
+def _number(node: int | str | None, what: str, line_no: int, chunk: str) -> int:
     """A record type or version: a number, or a quoted number as some 3.x builds print."""
     if isinstance(node, str) and node.isdigit():
         return int(node)
-    if isinstance(node, int) and not isinstance(node, bool):
+    if isinstance(node, int):
         return node
     raise line_error(line_no, f"{what} {node!r} is not a number", chunk)
 
 
-def _json_record(record: Any, line_no: int, chunk: str, tally: ImportTally,
-                 commits: list[_Commit]) -> None:
-    if not isinstance(record, dict) or "key" not in record or "value" not in record:
-        raise line_error(line_no, "a record must be {\"key\": ..., \"value\": ...}", chunk)
-    key, value = record["key"], record["value"]
-    if key is None:
-        tally.skip("null_key")
-        return
-    if not isinstance(key, dict) or "data" not in key or ("type" in key) == ("version" in key):
-        raise line_error(line_no, "key must be {\"type\" or \"version\": N, \"data\": ...}", chunk)
-    kind = _version(key.get("type", key.get("version")), "key type", line_no, chunk)
-    data = key["data"]
-    if data == "unknown" or data is None:
-        tally.skip("unknown_record")
-        return
-    if not isinstance(data, dict):
-        raise line_error(line_no, "key data must be an object", chunk)
-    if kind == _GROUP_METADATA_TYPE or ("topic" not in data and "group" in data):
-        tally.skip("group_metadata")
-        return
-    if kind not in _OFFSET_COMMIT_TYPES:
-        tally.skip("unknown_record")
-        return
-    group, topic, partition = data.get("group"), data.get("topic"), data.get("partition")
-    if not isinstance(group, str) or not isinstance(topic, str) or \
-            isinstance(partition, bool) or not isinstance(partition, int):
-        raise line_error(line_no, "offset commit key needs group, topic and partition", chunk)
-    if value is None:
-        _commit(tally, commits, line_no, chunk, group, topic, partition, None, None)
-        return
-    if not isinstance(value, dict) or "data" not in value:
-        raise line_error(line_no, "value must be null or {\"version\": N, \"data\": ...}", chunk)
-    _version(value.get("version"), "value version", line_no, chunk)
-    vdata = value["data"]
-    if vdata == "unknown":
-        tally.skip("unknown_value")
-        return
-    if not isinstance(vdata, dict):
-        raise line_error(line_no, "value data must be an object", chunk)
-    offset, ts = vdata.get("offset"), vdata.get("commitTimestamp")
-    for name, field in (("offset", offset), ("commitTimestamp", ts)):
-        if isinstance(field, bool) or not isinstance(field, int):
-            raise line_error(line_no, f"value data has no integer {name}", chunk)
-    _commit(tally, commits, line_no, chunk, group, topic, partition, offset, ts)
-
-
-def _emit_sorted(commits: list[_Commit], tally: ImportTally) -> None:
+def _emit_sorted(commits: list[Commit], tally: ImportTally) -> None:
     """Give each commit its ledger time, then emit syncs sorted by it (stable)."""
-    known = [c.ts for c in commits if c.ts is not None]
+    known = [c[4] for c in commits if c[4] is not None]
     newest = min(known) if known else None  # a tombstone before any commit: the earliest time
     last_of_key: dict[tuple[str, str, int], int] = {}
-    timed: list[tuple[int | None, _Commit]] = []
+    times: list[int | None] = []
     raised = 0
-    for c in commits:
-        if c.ts is not None:
-            newest = c.ts if newest is None else max(newest, c.ts)
-        ts = c.ts if c.ts is not None else newest
-        key = (c.group, c.topic, c.queue_id)
-        previous = last_of_key.get(key)
-        if ts is not None and previous is not None and ts < previous:
-            ts = previous
-            raised += 1
+    for group, topic, queue_id, _, ts in commits:
+        if ts is None:
+            ts = newest
+        elif newest is None or ts > newest:
+            newest = ts
         if ts is not None:
+            key = (group, topic, queue_id)
+            previous = last_of_key.get(key)
+            if previous is not None and ts < previous:
+                ts = previous
+                raised += 1
             last_of_key[key] = ts
-        timed.append((ts, c))
+        times.append(ts)
     if raised:
         tally.notes.append(f"{raised} record(s) had a commitTimestamp older than the previous "
                            "record of their key; they keep their order in the log")
-    timed.sort(key=lambda pair: -1 if pair[0] is None else pair[0])
-    for ts, c in timed:
-        tally.sync(c.group, c.topic, c.queue_id, c.offset, ts)
+    order = sorted(range(len(commits)), key=lambda i: times[i] or 0)
+    tally.syncs([commits[i][:4] + (times[i],) for i in order])

@@ -118,7 +118,7 @@ def test_noise_lines_of_the_console_consumer_are_skipped():
 
 @pytest.mark.parametrize(("text", "wanted"), [
     ('{"key":{"type":1,"data":{"group":"g","topic":"t","partition":0}},"value":{"vers',
-     "line 1: record 1 of the line is not JSON"),
+     "line 1: record 1 of the line is not an offsets formatter record (Input data was truncated)"),
     ('{"key":{"type":1,"data":{"group":"g","topic":"t","partition":0}},"value":null}'
      '{"key":{"type":1,"data":{"group":"g","topic":"t"', "line 1: record 2 of the line is not"),
     ("[g,t,0]::NULL\n[g,t,1]::OffsetAndMetadata(offset=4, leaderEpoch=Optional.empty, meta",
@@ -133,3 +133,14 @@ def test_noise_lines_of_the_console_consumer_are_skipped():
 ])
 def test_malformed_and_cut_records_are_refused_naming_the_line(text, wanted):
     assert wanted in refused(parse_kafka_offsets, text, SRC)
+
+
+@pytest.mark.parametrize("form", ["text", "json"])
+def test_the_bench_dump_parses_into_one_sync_per_record_in_time_order(form):
+    from bench.kafka_offsets_dump import TOMBSTONE_EVERY, generate_dump
+
+    result = parse_kafka_offsets(generate_dump(3000, form), SRC)
+    assert result.records == 3000
+    assert sum(c["offset"] is None for c in result.commands) == 3000 // TOMBSTONE_EVERY
+    times = [c["ts"] for c in result.commands]
+    assert times == sorted(times)
