@@ -7,14 +7,12 @@ import json
 import pytest
 
 from ledger.importers_kafka_offsets import parse_kafka_offsets
-from tests.importers.helpers import fixture, refused
+from tests.importers.helpers import Expect, fixture, refused
 
 SRC = "kafka-offsets:dump.txt"
 
 
-def sync(group: str, topic: str, queue_id: int, offset: int | None, ts: int) -> dict:
-    return {"op": "sync", "group": group, "topic": topic, "queue_id": queue_id, "offset": offset,
-            "source": SRC, "ts": ts}
+sync = Expect(SRC).sync
 
 
 def test_2x_text_form_printed_gives_one_sync_per_commit_at_its_commit_time():
@@ -55,15 +53,13 @@ def test_3_9_json_run_together_with_metadata_holding_a_record_start():
 
 
 def test_commits_of_interleaved_partitions_come_out_sorted_by_commit_time_stable():
-    text = ("[a,t,0]::OffsetAndMetadata(offset=5, leaderEpoch=Optional.empty, metadata=, "
-            "commitTimestamp=300, expireTimestamp=None)\n"
-            "[a,t,0]::NULL\n"
-            "[b,t,1]::OffsetAndMetadata(offset=1, leaderEpoch=Optional[2], metadata=x, "
-            "commitTimestamp=100, expireTimestamp=Some(900))\n"
-            "[c,t,2]::OffsetAndMetadata(offset=2, leaderEpoch=Optional.empty, metadata=, "
-            "commitTimestamp=300, expireTimestamp=None)\n"
-            "[b,t,1]::OffsetAndMetadata(offset=3, leaderEpoch=Optional.empty, metadata=, "
-            "commitTimestamp=200, expireTimestamp=-1)\n")
+    def commit(key: str, offset: int, ts: int, epoch: str = ".empty", expire: str = "None") -> str:
+        return (f"[{key}]::OffsetAndMetadata(offset={offset}, leaderEpoch=Optional{epoch}, "
+                f"metadata=, commitTimestamp={ts}, expireTimestamp={expire})\n")
+
+    text = (commit("a,t,0", 5, 300) + "[a,t,0]::NULL\n"
+            + commit("b,t,1", 1, 100, epoch="[2]", expire="Some(900)") + commit("c,t,2", 2, 300)
+            + commit("b,t,1", 3, 200, expire="-1"))
     result = parse_kafka_offsets(text, SRC)
     assert result.commands == [sync("b", "t", 1, 1, 100), sync("b", "t", 1, 3, 200),
                                sync("a", "t", 0, 5, 300), sync("a", "t", 0, None, 300),

@@ -5,19 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ledger.importers_rocketmq_progress import parse_rocketmq_progress
-from tests.importers.helpers import fixture, refused
+from tests.importers.helpers import Expect, fixture, refused
 
 SRC = "rocketmq-progress:progress.txt"
 
 
-def bounds(topic: str, queue_id: int, max_offset: int) -> dict:
-    return {"op": "queue_bounds", "topic": topic, "queue_id": queue_id, "max_offset": max_offset,
-            "source": SRC}
-
-
-def sync(group: str, topic: str, queue_id: int, offset: int) -> dict:
-    return {"op": "sync", "group": group, "topic": topic, "queue_id": queue_id, "offset": offset,
-            "source": SRC}
+expect = Expect(SRC)
+bounds, sync = expect.bounds, expect.sync
 
 
 def test_4_8_printed_rows_of_one_broker_when_a_broker_is_given():
