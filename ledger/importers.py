@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from ledger.errors import InvalidInput
+from ledger.import_result import ImportTally
 from ledger.limits import OFFSET_MAX, QUEUE_ID_MAX, check_name
 
 Row = tuple[str, str, int, int]  # (consumer_group, topic, queue_id, offset)
@@ -204,3 +205,14 @@ def parse_kafka_csv(text: str, group: str | None = None) -> list[Row]:
 def to_kafka_csv(rows: list[tuple[str, int, int]]) -> str:
     """`topic,partition,offset` lines (the format `parse_kafka_csv` reads back)."""
     return "".join(f"{t},{q},{o}\n" for t, q, o in rows)
+
+
+def rocketmq_snapshot_commands(snapshot: RocketMQSnapshot, source: str) -> list[dict[str, Any]]:
+    """The `apply` commands that make the ledger hold a snapshot: broadcast groups first (so their
+    offsets are kept per client from the first sync on), then one sync per offset row."""
+    tally = ImportTally(source)
+    for group, topic, queue_id, offset in snapshot.rows:
+        tally.sync(group, topic, queue_id, offset)
+    modes: list[dict[str, Any]] = [{"op": "group_set", "group": group, "mode": "broadcast"}
+                                   for group in snapshot.broadcast_groups]
+    return modes + tally.commands

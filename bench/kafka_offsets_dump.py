@@ -1,0 +1,87 @@
+"""`python -m bench.kafka_offsets_dump --records 1000000`: parse speed of `__consumer_offsets` dumps.
+
+Why: an operator imports a whole `__consumer_offsets` dump (millions of commits) in one go, and
+the parser must not be the slow part of `import kafka-offsets` (the ledger folds ~2M events/s).
+The generator writes what kafka-console-consumer prints with the offsets formatter: the 2.1+ text
+form one record per line, or the 4.x JSON form run together on one line; groups, topics and
+partitions drawn with a fixed seed, commit times rising with jitter (records of the
+`__consumer_offsets` partitions interleave), tombstones and group-metadata records mixed in.
+Prints records/s per form (best of `--repeats`); timings never live in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+
+from ledger.importers_kafka_offsets import parse_kafka_offsets
+
+GROUPS = 200
+TOPICS = 10
+PARTITIONS = 8
+TOMBSTONE_EVERY = 1000
+GROUP_METADATA_EVERY = 500
+
+
+def generate_dump(records: int, form: str = "text", seed: int = 7) -> str:
+    """A dump of `records` offset-commit records (tombstones included) in `form` text or json."""
+    if form not in ("text", "json"):
+        raise ValueError(f"form must be text or json, not {form!r}")
+    rng = random.Random(seed)
+    offsets: dict[tuple[int, int, int], int] = {}
+    ts = 1_700_000_000_000
+    parts: list[str] = []
+    for i in range(records):
+        g, t, p = rng.randrange(GROUPS), rng.randrange(TOPICS), rng.randrange(PARTITIONS)
+        group, topic = f"group-{g}", f"topic.{t}"
+        ts += rng.randrange(0, 4)
+        commit_ts = ts - rng.randrange(0, 50)  # other partitions of __consumer_offsets lag behind
+        if i % TOMBSTONE_EVERY == TOMBSTONE_EVERY - 1:
+            offsets.pop((g, t, p), None)
+            offset = None
+        else:
+            offset = offsets[(g, t, p)] = offsets.get((g, t, p), 0) + rng.randrange(1, 33)
+        if form == "text":
+            value = "NULL" if offset is None else (
+                f"OffsetAndMetadata(offset={offset}, leaderEpoch=Optional[{p % 3}], metadata=, "
+                f"commitTimestamp={commit_ts}, expireTimestamp=None)")
+            parts.append(f"[{group},{topic},{p}]::{value}\n")
+        else:
+            key = {"type": 1, "data": {"group": group, "topic": topic, "partition": p}}
+            data = None if offset is None else {"version": 3, "data": {
+                "offset": offset, "leaderEpoch": p % 3, "metadata": "",
+                "commitTimestamp": commit_ts}}
+            parts.append(json.dumps({"key": key, "value": data}, separators=(",", ":")))
+            if i % GROUP_METADATA_EVERY == 0:
+                parts.append(json.dumps({"key": {"type": 2, "data": {"group": group}},
+                                         "value": None}, separators=(",", ":")))
+    return "".join(parts)
+
+
+def measure(records: int, form: str, repeats: int) -> dict[str, float]:
+    text = generate_dump(records, form)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = parse_kafka_offsets(text, "kafka-offsets:bench")
+        best = min(best, time.perf_counter() - start)
+    if result.records != records:
+        raise AssertionError(f"parsed {result.records} records, generated {records}")
+    return {"records": records, "bytes": len(text), "seconds": round(best, 3),
+            "records_per_s": round(records / best)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--form", choices=("text", "json", "both"), default="both")
+    args = parser.parse_args()
+    for form in ("text", "json") if args.form == "both" else (args.form,):
+        print(json.dumps({"form": form, **measure(args.records, form, args.repeats)}))
+
+
+if __name__ == "__main__":
+    main()
