@@ -351,10 +351,14 @@ queue_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
 group_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                         help="Consumer groups: settings, list, delete.")
 sync_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
-                       help="Overwrite offsets from a broker snapshot or a Kafka CSV.")
+                       help="Overwrite offsets from what brokers and their tools print "
+                            "(snapshots: only what changed is recorded).")
+import_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                         help="Import a cluster's offset history (each commit at its own time).")
 app.add_typer(queue_app, name="queue")
 app.add_typer(group_app, name="group")
 app.add_typer(sync_app, name="sync")
+app.add_typer(import_app, name="import")
 
 JSON_HELP = "Print one JSON document on stdout (and nothing else there)."
 
@@ -774,14 +778,123 @@ def sync_rocketmq(
     file: str = typer.Argument(..., metavar="FILE", help="A broker's consumerOffset.json."),
     source: str = typer.Option(None, "--source", metavar="NAME",
                                help="Where it came from (recorded as actor sync:NAME)."),
+    watch: bool = typer.Option(False, "--watch",
+                               help="Follow the file as the broker rewrites it; record each "
+                                    "change until SIGINT/SIGTERM."),
+    interval: str = typer.Option("PT5S", "--interval", metavar="DURATION",
+                                 help="With --watch: how often to read the file."),
     as_json: bool = json_opt(),
 ) -> None:
     """Overwrite offsets from a RocketMQ broker's consumerOffset.json (fastjson, as written)."""
     from ledger.importers import parse_rocketmq_offsets
 
+    name = source_name("rocketmq", file, source)
+    if watch:
+        _watch_rocketmq(ctx, file, name, duration_arg(interval, "--interval") or 0, as_json)
+        return
     snap = parse_rocketmq_offsets(read_text(file, "file"))
-    _run_sync(ctx, snap.rows, source_name("rocketmq", file, source), snap.broadcast_groups,
-              as_json, file)
+    _run_sync(ctx, snap.rows, name, snap.broadcast_groups, as_json, file)
+
+
+def _watch_rocketmq(ctx: typer.Context, file: str, source: str, interval_ms: int,
+                    as_json: bool) -> None:
+    """`sync rocketmq --watch`: each changed snapshot recorded; stops cleanly on a signal."""
+    import signal
+    import threading
+
+    from ledger.importers import rocketmq_snapshot_commands
+    from ledger.importers_rocketmq_watch import follow_consumer_offsets
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with open_writer(ctx) as led:
+        def record(snapshot: Any) -> None:
+            done = led.submit_import(rocketmq_snapshot_commands(snapshot, source))
+            note(f"{iso(led.now_ms())}  {file}: {done['changed']} offset(s) changed, "
+                 f"{done['unchanged']} unchanged")
+
+        stats = follow_consumer_offsets(file, interval_s=interval_ms / 1000, on_snapshot=record,
+                                        stop=stop, on_problem=lambda p: note(f"{file}: {p}"))
+    emit({"file": file, "source": source, "reads": stats.reads, "snapshots": stats.snapshots,
+          "from_bak": stats.from_bak, "unreadable": stats.unreadable,
+          "stale_bak": stats.stale_bak}, as_json)
+
+
+def _run_import(ctx: typer.Context, imported: Any, as_json: bool, path: str, what: str) -> None:
+    """An importer's commands through the ledger, with a progress bar on a terminal."""
+    with progress_bar(f"{what} {len(imported.commands)} commands", len(imported.commands),
+                      not as_json) as advance, open_writer(ctx) as led:
+        summary = led.submit_import(imported, on_progress=advance)
+    emit({"file": path, **summary} if as_json else
+         {k: v for k, v in summary.items() if k not in ("notes", "groups")}, as_json)
+    for line in summary["notes"]:
+        note(line)
+    if summary["errors"]:
+        note(f"{summary['errors']} command(s) failed: {summary['first_error']}")
+        raise typer.Exit(EXIT_REFUSED)
+
+
+@sync_app.command("kafka-describe")
+def sync_kafka_describe(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE|-",
+                               help="What `kafka-consumer-groups --describe` printed (2.0-4.x)."),
+    group: str = typer.Option(None, "--group",
+                              help="The group described (needed for 2.0-2.2 output, which has "
+                                   "no GROUP column; else only its rows)."),
+    source: str = typer.Option(None, "--source", metavar="NAME",
+                               help="Where it came from (recorded as actor sync:NAME)."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Committed offsets (CURRENT-OFFSET) and queue bounds (LOG-END-OFFSET) from Kafka's
+    describe output; re-importing the same output records nothing."""
+    from ledger.importers_kafka_describe import parse_kafka_describe
+
+    imported = parse_kafka_describe(read_text(file, "file"),
+                                    source_name("kafka-describe", file, source), group)
+    _run_import(ctx, imported, as_json, file, "sync")
+
+
+@sync_app.command("rocketmq-progress")
+def sync_rocketmq_progress(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE|-",
+                               help="What `mqadmin consumerProgress -g GROUP` printed (4.x, 5.x)."),
+    group: str = typer.Option(..., "--group", help="The group it describes."),
+    broker: str = typer.Option(None, "--broker",
+                               help="Only this broker's queues (one ledger per broker)."),
+    source: str = typer.Option(None, "--source", metavar="NAME",
+                               help="Where it came from (recorded as actor sync:NAME)."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Committed offsets (#Consumer Offset) and MaxOffsets (#Broker Offset) from RocketMQ's
+    consumerProgress output."""
+    from ledger.importers_rocketmq_progress import parse_rocketmq_progress
+
+    imported = parse_rocketmq_progress(read_text(file, "file"),
+                                       source_name("rocketmq-progress", file, source), group,
+                                       broker)
+    _run_import(ctx, imported, as_json, file, "sync")
+
+
+@import_app.command("kafka-offsets")
+def import_kafka_offsets(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE|-",
+                               help="__consumer_offsets dumped by kafka-console-consumer with "
+                                    "the offsets formatter (text or JSON form)."),
+    source: str = typer.Option(None, "--source", metavar="NAME",
+                               help="Where it came from (recorded as actor sync:NAME)."),
+    as_json: bool = json_opt(),
+) -> None:
+    """The cluster's commit history: each offset commit a sync at its commitTimestamp (in time
+    order), each tombstone the removal of the offset."""
+    from ledger.importers_kafka_offsets import parse_kafka_offsets
+
+    imported = parse_kafka_offsets(read_text(file, "file"),
+                                   source_name("kafka-offsets", file, source))
+    _run_import(ctx, imported, as_json, file, "import")
 
 
 @sync_app.command("kafka-csv")

@@ -185,8 +185,11 @@ def op_of(cmd: Command) -> str:
 
 
 # ----------------------------------------------------------------------------- validation
-def check_source(value: str) -> str:
-    if SOURCE_PATTERN.fullmatch(value) is None:
+def check_source(value: object) -> str:
+    """Where synced offsets came from (`kafka-describe:out.txt`): a name that may also hold
+    `:`, `/` and `@`."""
+    if not isinstance(value, str) or SOURCE_PATTERN.fullmatch(value) is None:
+        value = str(value)
         raise InvalidInput(f"invalid source {value[:80]!r}: use 1-249 characters of "
                            "A-Z a-z 0-9 . _ - % | : / @")
     return value

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.commands import check_source
 from ledger.errors import InvalidInput
 from ledger.limits import OFFSET_MAX, check_name
 
@@ -55,15 +56,6 @@ def int_cell(cell: str, what: str, line_no: int, line: str, hi: int = OFFSET_MAX
     if not cell.isascii() or not cell.isdigit() or int(cell) > hi:
         raise line_error(line_no, f"{what} {cell!r} is not an integer between 0 and {hi}", line)
     return int(cell)
-
-
-def check_source(source: object) -> str:
-    """Where the commands came from (`kafka-describe:<file name>`): a name that may also hold `:`
-    and `/`, as the ledger's sync takes it."""
-    if not isinstance(source, str):
-        raise InvalidInput(f"invalid source {source!r}")
-    check_name(source.replace(":", "_").replace("/", "_"), "source")
-    return source
 
 
 def name_cell(value: str, what: str, line_no: int, line: str) -> str:

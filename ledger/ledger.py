@@ -38,6 +38,8 @@ from ledger.events import EventBuffer
 from ledger.executor import Executed, execute, execute_table
 from ledger.handlers import reset_result
 from ledger.handlers import run as run_one
+from ledger.import_result import ImportResult
+from ledger.importing import submit_import
 from ledger.limits import check_name
 from ledger.ndjson import line_batches
 from ledger.reset import Scenario, Scope
@@ -338,6 +340,11 @@ class Ledger:
         if done.errors:
             raise next(iter(done.errors.values()))
         return done.results
+
+    def submit_import(self, imported: ImportResult | list[dict[str, Any]], *,
+                      on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """An importer's commands (ledger.importers*), in batches; a summary of what changed."""
+        return submit_import(self.writer, imported, on_progress=on_progress)
 
     # ------------------------------------------------------------------ reset
     def reset(
