@@ -316,8 +316,8 @@ def duration_arg(text: str | None, what: str) -> int | None:
 def read_text(path: str, what: str) -> str:
     try:
         if path == "-":
-            return sys.stdin.read()
-        return Path(path).read_text(encoding="utf-8")
+            return sys.stdin.read().removeprefix("\ufeff")
+        return Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InvalidInput(f"{what} {path!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -367,6 +367,14 @@ def json_opt() -> Any:
     return typer.Option(False, "--json", help=JSON_HELP)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"{PROG} {version('offset-ledger')}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -374,6 +382,8 @@ def main_options(
         None, "--data-dir", envvar=DATA_DIR_ENV, metavar="DIR",
         help=f"Data directory (default ${DATA_DIR_ENV}, else ./{DATA_DIR_DEFAULT}); "
              "created on first write."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
 ) -> None:
     """offset-ledger: who moved which consumer offset, when, from what to what."""
     ctx.obj = data_dir_opt

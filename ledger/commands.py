@@ -300,6 +300,7 @@ def scope_topics(specs: Iterable[str]) -> tuple[tuple[str, tuple[int, ...] | Non
 # ----------------------------------------------------------------------------- decoding
 _decoder = msgspec.json.Decoder(AnyCommand)
 _loose = msgspec.json.Decoder()
+_raw_items = msgspec.json.Decoder(list[msgspec.Raw])
 _BOM = b"\xef\xbb\xbf"
 _AT_PATH = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
 
@@ -354,13 +355,15 @@ def decode_document(data: bytes) -> list[Command | InvalidInput]:
             lines.pop()
         return decode_lines(lines)
     try:
-        items = _loose.decode(stripped)
+        items = _raw_items.decode(stripped)
     except msgspec.DecodeError as e:
         raise InvalidInput(f"invalid JSON: {e}") from None
+    except RecursionError:
+        raise InvalidInput("invalid JSON: nested too deep") from None
     out: list[Command | InvalidInput] = []
     for item in items:
         try:
-            out.append(from_obj(item))
+            out.append(from_json(bytes(item)))
         except InvalidInput as e:
             out.append(e)
     return out
@@ -390,9 +393,11 @@ def from_arrow_rows(columns: dict[str, list[Any]], rows: Sequence[int]) -> list[
 
 # ----------------------------------------------------------------------------- messages
 def _loose_value(data: bytes) -> Any:
+    """The input decoded without a type, to name the bad value (None when that fails too: a
+    line nested too deep for any decoder)."""
     try:
         return _loose.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
 
 

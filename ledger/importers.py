@@ -168,7 +168,7 @@ def parse_kafka_csv(text: str, group: str | None = None) -> list[Row]:
     if group is not None:
         check_name(group, "group")
     rows: list[Row] = []
-    for line_no, raw in enumerate(text.splitlines(), start=1):
+    for line_no, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue

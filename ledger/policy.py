@@ -47,6 +47,10 @@ class ResetPolicy:
             return cls()
         try:
             doc = tomllib.loads(path.read_text())
+            _known_keys(doc, ("allow", "limits"), "")
+            for rule in doc.get("allow", []):
+                _known_keys(rule, ("actors", "groups"), "[[allow]] ")
+            _known_keys(doc.get("limits", {}), _LIMIT_KEYS, "[limits] ")
             allow = None
             if "allow" in doc:
                 allow = tuple(
@@ -61,7 +65,8 @@ class ResetPolicy:
                 resets_per_group=_opt_int(lim.get("resets_per_group")),
                 window_ms=parse_duration(lim.get("window", "PT1H")),
             )
-        except (tomllib.TOMLDecodeError, AttributeError, TypeError, ValueError, KeyError) as e:
+        except (tomllib.TOMLDecodeError, AttributeError, TypeError, ValueError, KeyError,
+                InvalidInput) as e:
             raise InvalidInput(f"unreadable reset policy {path}: {e}") from None
 
     def refusal(
@@ -99,6 +104,19 @@ def rewind_ms(scenario: Scenario, now_ms: int) -> int | None:
     if scenario.mode == "by_duration":
         return scenario.value
     return None
+
+
+_LIMIT_KEYS = ("max_rewind_messages", "max_rewind", "resets_per_group", "window")
+
+
+def _known_keys(table: object, known: tuple[str, ...], where: str) -> None:
+    """A misspelled key would silently disable a guardrail: refuse it, naming it."""
+    if not isinstance(table, dict):
+        raise InvalidInput(f"{where or 'the policy'} must be a table")
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise InvalidInput(f"unknown key {unknown[0]!r} in {where or 'the top level'}: use "
+                           f"{', '.join(known)}")
 
 
 def _opt_int(v: object) -> int | None:

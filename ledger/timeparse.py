@@ -10,6 +10,10 @@ from datetime import datetime, timezone
 from ledger.errors import InvalidInput
 from ledger.limits import TS_MAX
 
+#: Digits in this range read as epoch ms fall in 1970-01-12..1973-03-03, as epoch seconds in
+#: 2001..5138: typed by a user they are almost surely seconds, so they are refused as ambiguous.
+EPOCH_SECONDS_MIN = 10**9
+EPOCH_SECONDS_MAX = 10**11
 _DURATION = re.compile(
     r"P(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
     r"(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d{1,3})?)S)?)?"
@@ -30,6 +34,11 @@ def parse_time(text: object, now_ms: Callable[[], int] | int | None = None) -> i
             return now_ms() if callable(now_ms) else now_ms
         if re.fullmatch(r"-?\d+", s):
             value = int(s)
+            if EPOCH_SECONDS_MIN <= value < EPOCH_SECONDS_MAX:
+                raise InvalidInput(
+                    f"invalid time {text!r}: it looks like epoch seconds ({iso(value * 1000)}), "
+                    f"but times are epoch milliseconds ({iso(value)}): give {value}000 or "
+                    "ISO-8601")
         else:
             try:
                 dt = datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)

@@ -94,13 +94,14 @@ def _replay_checks(root: Path, log: SegmentedLog, report: VerifyReport) -> None:
     start = log.start_seq
     state, folded = State(), start
     if start > 0:
-        anchors = [c for c in checkpoints if c <= start]
+        # the first checkpoint the retained log reaches: the log holds every event after it
+        anchors = [c for c in checkpoints if c >= start]
         if not anchors:
             report.problems.append(Problem(
                 "checkpoints", f"the log starts at seq {start} and no checkpoint covers it: "
                 "the state cannot be rebuilt", 0, start))
             return
-        folded = anchors[-1]
+        folded = anchors[0]
         state = table_to_state(log.read_checkpoint(folded))
     stops: list[tuple[int, Callable[[State], None]]] = []
     if checkpoints and checkpoints[-1] > folded:

@@ -84,11 +84,15 @@ SELECT m.consumer_group, m.topic, m.queue_id, q.min_offset, q.max_offset,
        m.committed_offset,
        greatest(coalesce(m.pulled_offset, m.committed_offset), m.committed_offset)
            AS pulled_offset,
-       greatest(q.max_offset - m.committed_offset, 0) AS lag,
+       -- unknown bounds (a queue known only from a sync): lag and ready are unknown, not 0
+       -- (DuckDB's greatest skips nulls)
+       CASE WHEN q.max_offset IS NOT NULL
+            THEN greatest(q.max_offset - m.committed_offset, 0) END AS lag,
        greatest(coalesce(m.pulled_offset, m.committed_offset) - m.committed_offset, 0)
            AS inflight,
-       greatest(q.max_offset - greatest(coalesce(m.pulled_offset, m.committed_offset),
-                                        m.committed_offset), 0) AS ready,
+       CASE WHEN q.max_offset IS NOT NULL
+            THEN greatest(q.max_offset - greatest(coalesce(m.pulled_offset, m.committed_offset),
+                                                  m.committed_offset), 0) END AS ready,
        m.generation,
        m.last_update_ts,
        m.committed_offset < q.min_offset AS behind_retention

@@ -57,7 +57,7 @@ class LockedError(StorageError):
         holder = f"process {pid}" if pid is not None else "another process"
         super().__init__(
             f"the log at {self.path.parent} is locked by {holder} (lock file {self.path}); "
-            "one writer per data directory: stop it or open with writer=False to read"
+            "one writer per data directory: stop it first (reads need no lock)"
         )
 
 

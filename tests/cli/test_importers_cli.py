@@ -4,6 +4,7 @@ lag is known), a re-import records nothing, and bad input appends nothing."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -127,3 +128,48 @@ def test_sync_commands_go_through_apply_too(cli: Cli) -> None:
     assert cli.json("progress", "--group", "g") == []
     assert cli.json("queue", "list") == [{"topic": "t", "queue_id": 0, "min_offset": 0,
                                           "max_offset": 50}]
+
+
+def test_watch_records_each_rewrite_and_stops_cleanly_on_sigterm(cli: Cli, tmp_path: Path) -> None:
+    """A real `sync rocketmq --watch` process following a file another process rewrites: the
+    history holds each distinct snapshot once; SIGTERM ends it with exit 0."""
+    import signal
+    import subprocess
+    import time
+
+    from tests.tools.crash_harness import _cli_command
+
+    path = tmp_path / "consumerOffset.json"
+
+    def write(offset: int) -> None:
+        tmp = path.with_name("consumerOffset.json.tmp")
+        tmp.write_text(f'{{"offsetTable":{{"t@g":{{0:{offset},1:{offset * 2}}}}},'
+                       f'"dataVersion":{{"counter":{offset}}}}}')
+        os.replace(tmp, path)
+
+    def synced() -> list[int]:
+        r = cli("history", "--group", "g", "--queue", "0", "--kind", "sync", "--json")
+        return [e["offset"] for e in json.loads(r.stdout)] if r.exit_code == 0 else []
+
+    write(1)
+    watch = subprocess.Popen([*_cli_command(), "--data-dir", str(cli.data), "sync", "rocketmq",
+                              str(path), "--watch", "--interval", "PT0.05S", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for offset in (1, 5, 9):
+            if offset != 1:
+                write(offset)
+            deadline = time.monotonic() + 60
+            while offset not in synced():
+                assert time.monotonic() < deadline and watch.poll() is None, watch.stderr
+                time.sleep(0.05)
+        watch.send_signal(signal.SIGTERM)
+        out, err = watch.communicate(timeout=60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+    assert watch.returncode == 0, err
+    assert synced() == [1, 5, 9]
+    stats = json.loads(out)
+    assert stats["snapshots"] == 3 and stats["reads"] >= 3
+    assert "offset(s) changed" in err and "Traceback" not in err

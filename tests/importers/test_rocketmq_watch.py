@@ -98,13 +98,36 @@ def test_a_path_that_does_not_exist_at_the_start_is_refused(tmp_path: Path):
                                 stop=threading.Event())
 
 
-class Broker(threading.Thread):
-    """Rewrites consumerOffset.json like the brokers do, each whole snapshot held for `hold`
-    seconds, each torn or missing state for `gap` seconds."""
+class Reads:
+    """The follower's sleep, counting its reads: the broker waits for the follower to have read
+    each whole snapshot instead of holding it for a wall-clock time that a loaded machine may
+    not give the follower's thread (no flake on shared cores; a stuck follower fails loudly)."""
 
-    def __init__(self, path: Path, snapshots: list[bytes], hold: float, gap: float) -> None:
+    def __init__(self, stop: threading.Event) -> None:
+        self.count = 0
+        self.cond = threading.Condition()
+        self.stop = stop
+
+    def sleep(self, seconds: float) -> None:
+        with self.cond:
+            self.count += 1
+            self.cond.notify_all()
+        self.stop.wait(seconds)
+
+    def wait(self, reads: int, timeout: float = 30) -> None:
+        with self.cond:
+            target = self.count + reads
+            if not self.cond.wait_for(lambda: self.count >= target, timeout):
+                raise AssertionError(f"the follower did not read for {timeout} s")
+
+
+class Broker(threading.Thread):
+    """Rewrites consumerOffset.json like the brokers do: each whole snapshot stays until the
+    follower has read it twice, each torn or missing state lasts `gap` seconds."""
+
+    def __init__(self, path: Path, snapshots: list[bytes], reads: Reads, gap: float) -> None:
         super().__init__(daemon=True)
-        self.path, self.snapshots, self.hold, self.gap = path, snapshots, hold, gap
+        self.path, self.snapshots, self.reads, self.gap = path, snapshots, reads, gap
         self.bak = path.with_name(path.name + ".bak")
         self.tmp = path.with_name(path.name + ".tmp")
 
@@ -136,7 +159,7 @@ class Broker(threading.Thread):
                   lambda d: self.in_place_style(d, with_bak=False)]
         for i, data in enumerate(self.snapshots):
             styles[i % len(styles)](data)
-            time.sleep(self.hold)
+            self.reads.wait(2)  # at least one whole read began after the write
 
 
 @pytest.mark.timeout(60)
@@ -151,11 +174,14 @@ def test_a_broker_rewriting_the_file_concurrently_is_followed_without_torn_or_re
     main.write_bytes(content((0, 0), 0))
     recorded: list[RocketMQSnapshot] = []
     stop = threading.Event()
-    broker = Broker(main, snapshots, hold=0.06, gap=0.03)
+    reads = Reads(stop)
+    broker = Broker(main, snapshots, reads, gap=0.03)
     stats = []
     reader = threading.Thread(target=lambda: stats.append(follow_consumer_offsets(
-        main, interval_s=0.004, on_snapshot=recorded.append, stop=stop)), daemon=True)
+        main, interval_s=0.004, on_snapshot=recorded.append, stop=stop, sleep=reads.sleep)),
+        daemon=True)
     reader.start()
+    reads.wait(1)  # the first content is read before the broker rewrites it
     broker.start()
     broker.join()
     time.sleep(0.1)
