@@ -641,10 +641,10 @@ def chunk_ndjson(ch: Chunk, shape: Shape, names: tuple[list[str], list[str], lis
     inv = np.empty_like(allp)
     inv[allp] = np.arange(len(allp))
     lines_arr = pa.concat_arrays(parts).take(pa.array(inv))
-    return _string_bytes(lines_arr)
+    return string_bytes(lines_arr)
 
 
-def _string_bytes(arr: pa.Array) -> bytes:
+def string_bytes(arr: pa.Array) -> bytes:
     """The concatenated values of a string array without a Python object per line."""
     arr = pa.concat_arrays([arr])  # fresh, offset 0
     offsets = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1)

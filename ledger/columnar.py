@@ -369,6 +369,16 @@ class _VectorRun:
         off = self.offset_all[s]
         max_at = self._max_offset_at(s, start["max"][k])
         ok_key &= np.bincount(k, max_at > VALUE_MAX, len(keys)) == 0 if len(k) else ok_key
+        has_pull = np.bincount(k, ~is_commit, len(keys)) > 0 if len(k) else np.zeros(0, bool)
+        unknown = start["exists"] == 0
+        appended = np.isin(self.queue_id_of[first_row], self.queue_id_of[self.append_rows])
+        # a queue with unknown bounds that no append of this run creates checks no MaxOffset
+        # (its keys fold column-wise for commits only); on a queue this run creates, only a
+        # new key whose first line is a pull does (its initial offset waits for the append)
+        free = unknown & ~appended
+        max_at = np.where(free[k], VALUE_MAX, max_at)
+        ok_key &= ~(free & has_pull) & ~(unknown & appended & ~start["fresh"])
+        ok_key &= ~(start["pulled_null"] & has_pull)  # never pulled: commits only
         fresh = start["fresh"]
         if fresh.any():  # the initial offset, taken at the key's first line (a pull)
             initial = np.where(start["latest"], max_at[at_first], start["min"])
@@ -378,6 +388,11 @@ class _VectorRun:
             # a queue this run creates must have its first messages before the key's first line
             # (before them the per-command path checks no MaxOffset for commits)
             ok_key &= ~(fresh & (start["exists"] == 0) & (max_at[at_first] == 0))
+        fresh_commit = start["fresh_commit"]
+        if fresh_commit.any():  # a new key's first line is a commit: no offset before it
+            start["last_active"] = np.where(fresh_commit, now[at_first], start["last_active"])
+            # the first commit must be taken (else no Position is made): not above MaxOffset
+            ok_key &= ~fresh_commit | (off[at_first] <= max_at[at_first])
 
         # committed: running maximum of the commits not above MaxOffset
         c0 = start["committed"][k]
@@ -475,25 +490,34 @@ class _VectorRun:
         committed_null = fields[:, 0] == None  # noqa: E711 (elementwise)
         pulled_null = fields[:, 1] == None  # noqa: E711
         flags = fields[:, 6].astype(bool) | fields[:, 7].astype(bool)  # pending or expired
-        as_int = np.where((committed_null | pulled_null)[:, None], 0, fields[:, :6])
+        as_int = fields[:, :6].copy()
+        as_int[committed_null, 0] = 0
+        as_int[pulled_null, 1] = -1  # never pulled: -1 stands for the null pulled offset
         as_int[:, 3] = 0
         rows = miss[at]
         values[rows] = as_int.astype(np.int64)
         values[rows, 3] = [client_code.get(c, _NO_CLIENT) for c in fields[:, 3].tolist()]
-        ok[rows] = ~committed_null & ~pulled_null & ~flags
+        ok[rows] = ~committed_null & ~flags
         # a new key whose first line is a pull starts at its group's initial policy (latest or
         # earliest): its offsets are set in `fold`, where MaxOffset at that line is known
         key_policy = policy[self.g_codes[first_row]]
-        fresh = np.zeros(n, bool)
-        fresh[miss[~known]] = True
-        fresh &= (key_policy > 0) & ~self.commit_all[first_row]
-        values[fresh, 3] = _NO_CLIENT
-        values[fresh, 4] = -1
+        new = np.zeros(n, bool)
+        new[miss[~known]] = True
+        fresh = new & (key_policy > 0) & ~self.commit_all[first_row]
+        # a new key whose first line is a commit: committed from nothing (-1), never pulled
+        fresh_commit = new & self.commit_all[first_row]
+        values[fresh | fresh_commit, 3] = _NO_CLIENT
+        values[fresh | fresh_commit, 4] = -1
+        values[fresh_commit, 0] = -1
+        values[fresh_commit, 1] = -1
         committed, pulled = values[:, 0], values[:, 1]
-        bounds_ok = ((qb[:, 1] <= committed) & (committed <= qb[:, 2])
-                     & (qb[:, 1] <= pulled) & (pulled <= qb[:, 2]) & (values[:, 5] >= 0))
+        pulled_null = pulled < 0
+        exists = qb[:, 0] == 1
+        in_bounds = ((qb[:, 1] <= committed) & (committed <= qb[:, 2])
+                     & (pulled_null | ((qb[:, 1] <= pulled) & (pulled <= qb[:, 2]))))
+        bounds_ok = (~exists | in_bounds) & (values[:, 5] >= 0)
         # (a new key's queue may be created by this run: `fold` checks it exists by then)
-        ok = ((ok & bounds_ok & (qb[:, 0] == 1)) | fresh) & (
+        ok = ((ok & bounds_ok) | fresh | fresh_commit) & (
             clustering[self.g_codes[first_row]] & (qb[:, 2] <= VALUE_MAX))
         # keys with clients of an older generation (rare: after a reset or delete) never reside
         stale: list[int] = []
@@ -515,7 +539,8 @@ class _VectorRun:
                 "last_client": values[:, 3], "last_pull_ts": values[:, 4],
                 "last_active": values[:, 5], "timeout": timeouts[self.g_codes[first_row]],
                 "max": qb[:, 2], "min": qb[:, 1], "exists": qb[:, 0], "ok": ok,
-                "fresh": fresh & ok,
+                "fresh": fresh & ok, "fresh_commit": fresh_commit & ok,
+                "pulled_null": pulled_null,
                 "latest": key_policy == 1, "stale_clients": np.asarray(stale, np.int64)}
 
     # ---------------------------------------------------------------- effects
@@ -562,7 +587,8 @@ class _VectorRun:
         miss_slot[self.miss] = np.arange(len(self.miss))
         new_slots = miss_slot[np.nonzero(new)[0]].tolist()
         fresh = start["fresh"] & ok
-        for j in miss_slot[np.nonzero(fresh)[0]].tolist():  # new keys: their Position now
+        for j in miss_slot[np.nonzero(fresh | (start["fresh_commit"] & ok))[0]].tolist():
+            # new keys: their Position now
             self.miss_positions[j] = state.positions[self.miss_names[j]] = Position()
         self.resident.store(
             self.keys[ok], {name: v[ok] for name, v in values.items()}, any_event[ok],

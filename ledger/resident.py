@@ -65,7 +65,9 @@ class Resident:
                 c["last_client"][dirty].tolist(), c["last_pull_ts"][dirty].tolist(),
                 c["last_active"][dirty].tolist(), strict=True):
             pos = positions[i]
-            pos.committed, pos.pulled, pos.last_pull_ts = committed, pulled, last_pull
+            # a key never pulled keeps its null pulled offset (-1 in the columns)
+            pos.committed, pos.last_pull_ts = committed, last_pull
+            pos.pulled = pulled if pulled >= 0 else None
             pos.last_active_ts = pos.last_update_ts = last_active
             if last_client >= 0:
                 pos.last_client = clients[last_client]

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ledger.columnar as columnar
+import ledger.executor as executor
 from bench.workload import commands_table
 from ledger import Ledger
 from ledger.state import State, snapshot_rows
@@ -30,12 +31,20 @@ SCHEMA = pa.schema([
 
 
 def _run(root: Path, commands: object, **kw: object) -> tuple[list, pa.Table, list, list]:
-    with Ledger.open(root, clock=FakeClock(), segment_events_max=5_000, **kw) as led:
-        results = list(led.apply(commands))  # type: ignore[arg-type]
-        log = led.log.read()
-        snapshot = led.snapshot()
-        view = sorted(led.sql("SELECT * FROM offsets").to_pylist(),
-                      key=lambda r: (r["consumer_group"], r["topic"], r["queue_id"]))
+    """Dicts run per command (the reference: the executor's column-wise fold is off), an Arrow
+    table column-wise."""
+    per_command = not isinstance(commands, pa.Table | pa.RecordBatch)
+    column_min = executor.COLUMN_MIN
+    executor.COLUMN_MIN = 10**12 if per_command else column_min
+    try:
+        with Ledger.open(root, clock=FakeClock(), segment_events_max=5_000, **kw) as led:
+            results = list(led.apply(commands))  # type: ignore[arg-type]
+            log = led.log.read()
+            snapshot = led.snapshot()
+            view = sorted(led.sql("SELECT * FROM offsets").to_pylist(),
+                          key=lambda r: (r["consumer_group"], r["topic"], r["queue_id"]))
+    finally:
+        executor.COLUMN_MIN = column_min
     return results, log, snapshot, view
 
 
@@ -373,3 +382,45 @@ def test_stable_order_is_a_stable_argsort(values):
 
     a = np.asarray(values, np.int64)
     assert columnar.stable_order(a).tolist() == np.argsort(a, kind="stable").tolist()
+
+
+def test_commit_only_feeds_fold_column_wise_and_the_same(tmp_path, monkeypatch):
+    """A broker's or importer's feed: commits only, on keys never pulled and queues whose
+    bounds are unknown, keys first seen by a commit; then the queues get messages, some keys
+    get pulled, and a few commits are stale or above MaxOffset."""
+    from bench.feeds import commits_table
+
+    feed = commits_table(30_000, seed=5, shape=_small_shape())
+    later = pa.Table.from_pylist(
+        [{"op": "queue_append", "topic": "topic-00", "queue_id": q, "count": 5000,
+          "ts": T0 + 10**6} for q in range(2)]
+        + [{"op": "pull", "group": "GID_app-001", "topic": "topic-00", "queue_id": q,
+            "client": "c9", "ts": T0 + 10**6 + 1} for q in range(2)]
+        + [{"op": "commit", "group": "GID_app-001", "topic": "topic-00", "queue_id": q,
+            "offset": o, "client": "c9", "ts": T0 + 10**6 + 2} for q in range(2)
+           for o in (1, 4999, 6000)], schema=SCHEMA)
+    rows = [{k: v for k, v in r.items()} for r in feed.cast(pa.schema(
+        [(f.name, pa.string() if pa.types.is_dictionary(f.type) else f.type)
+         for f in feed.schema])).to_pylist()]
+    table = pa.concat_tables([pa.Table.from_pylist(rows, schema=SCHEMA), later])
+    folded = []
+    real = columnar.fold_run
+
+    def counting(*args):
+        run = real(*args)
+        folded.append((run.vector_rows, len(run.results)))
+        return run
+
+    monkeypatch.setattr(columnar, "fold_run", counting)
+    # the feed is one batch: a queue's first messages would pin its keys for their whole run
+    results = _same(tmp_path, table, apply_column_batch_commands=feed.num_rows)
+    vector, total = map(sum, zip(*folded, strict=True))
+    assert vector > 0.9 * feed.num_rows
+    tail = results[feed.num_rows:]
+    assert [r.get("reason") for r in tail if r["op"] == "commit"].count("invalid") == 2
+
+
+def _small_shape():
+    from bench.workload import Shape
+
+    return Shape(groups=8, topics=2, queues=3)
