@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ledger.results import CommitResult, PullResult, Result
 
@@ -50,6 +51,16 @@ def results_table(typed: list[Result]) -> pa.Table:
         _encode_json({k: v for k, v in r.items() if k not in _RESULT_FIELDS}).decode()
         for r in results]
     return pa.Table.from_pydict(columns, schema=RESULT_SCHEMA)
+
+
+def _join(mask: np.ndarray, *pieces: str | pa.Array) -> pa.Array:
+    """The rows of `mask`, each the concatenation of the pieces (literals or arrays)."""
+    picked = pa.array(mask)
+    parts = [pa.scalar(p, pa.string()) if isinstance(p, str) else p.filter(picked)
+             for p in pieces]
+    if not any(isinstance(p, pa.Array) for p in parts):
+        return pa.array([], pa.string())
+    return pc.binary_join_element_wise(*parts, "")
 
 
 @dataclass
@@ -97,6 +108,42 @@ class RunOutput:
         if self.vector is not None:
             self._fill_vector(self.vector, seqs)
         return self.results  # type: ignore[return-value]
+
+    def errors(self) -> int:
+        """Lines whose result carries an error (refused commits included)."""
+        slow = sum(1 for r in self.results if r is not None and r.error is not None)
+        v = self.vector
+        return slow + (0 if v is None else int((~v.is_pull & ~v.accepted).sum()))
+
+    def json_lines(self, first_seq: int) -> pa.Array:
+        """Every line's result as the JSON `apply` prints (one string per line, in line order,
+        exactly msgspec's encoding of its typed result): the lines folded column-wise are
+        written by Arrow string kernels, without a result object each."""
+        seqs, rows = self._per_command_results(first_seq)
+        slow = pa.array([_encode_json(self.results[i]).decode() for i in rows.tolist()],
+                        pa.string())
+        v = self.vector
+        if v is None:
+            return slow
+        line = pa.array(v.rows + self.line_base, pa.int64()).cast(pa.string())
+        offset = pa.array(v.offset, pa.int64()).cast(pa.string())
+        pull, accepted = v.is_pull, v.accepted & ~v.is_pull
+        refused = ~v.is_pull & ~v.accepted
+        seq = pa.array(seqs[v.rows], pa.int64()).cast(pa.string())
+        reason = pa.array(np.where(v.invalid, "invalid", "stale").astype(object), pa.string())
+        text = [
+            _join(pull, '{"line":', line, ',"op":"pull","seq":', seq, ',"next_offset":', offset,
+                  ',"generation":', pa.array(v.generation, pa.int64()).cast(pa.string()),
+                  ',"count":', pa.array(v.count, pa.int64()).cast(pa.string()), "}"),
+            _join(accepted, '{"line":', line, ',"op":"commit","seq":', seq,
+                  ',"accepted":true,"reason":null,"offset":', offset, "}"),
+            _join(refused, '{"line":', line, ',"op":"commit","error":"commit refused: ', reason,
+                  '","accepted":false,"reason":"', reason, '","offset":', offset, "}"),
+        ]
+        at = np.concatenate((rows, v.rows[pull], v.rows[accepted], v.rows[refused]))
+        order = np.empty(len(at), np.int64)
+        order[at] = np.arange(len(at))
+        return pa.concat_arrays([slow, *text]).take(pa.array(order, pa.int64()))
 
     def result_table(self, first_seq: int) -> pa.Table:
         """`final_results` as RESULT_SCHEMA columns, without a dict per line folded column-wise."""

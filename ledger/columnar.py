@@ -59,6 +59,8 @@ from ledger.resident import Resident
 from ledger.state import BROADCAST, GroupSettings, Position
 from ledger.writer import Writer
 
+#: The forms `apply_table` answers in: typed results, a RESULT_SCHEMA table, JSON lines.
+TYPED, ARROW, JSON = "typed", "arrow", "json"
 #: Offsets handled by vectors stay below this, so sums of offsets and pull sizes fit int64.
 VALUE_MAX = 2**60
 _NO_CLIENT = -2  # a last client that no line of the run names
@@ -78,6 +80,8 @@ class Job:
     first_line: int = 1
     actor: str | None = None
     errors: dict[int, LedgerError] = field(default_factory=dict)
+    #: Lines decoded apart from the table (by line number): what the table cannot say.
+    overrides: dict[int, Command | LedgerError] = field(default_factory=dict)
 
     def commands_at(self, batch: pa.Table, rows: np.ndarray, line_base: int
                     ) -> list[Command | LedgerError]:
@@ -88,7 +92,11 @@ class Job:
         picked = batch.take(pa.array(rows, pa.int64()))
         columns = {name: _plain(picked.column(name)).to_pylist() for name in picked.column_names
                    if picked.column(name).null_count < len(rows)}
-        return from_arrow_rows(columns, range(len(rows)))  # type: ignore[arg-type]
+        decoded = from_arrow_rows(columns, range(len(rows)))  # type: ignore[arg-type]
+        if self.overrides:
+            for i, r in enumerate(rows.tolist()):
+                decoded[i] = self.overrides.get(line_base + r, decoded[i])
+        return decoded
 
     def run(self, cmd: Command | LedgerError, line: int, events: EventBuffer,
             now: int | None = None) -> Any:
@@ -759,10 +767,10 @@ class _Pacer:
 
 
 def apply_table(job: Job, table: pa.Table | pa.RecordBatch, batch_commands: int,
-                as_arrow: bool = False) -> Iterator[Any]:
+                form: str = TYPED) -> Iterator[Any]:
     """Apply a command table a batch at a time; yield the results of each appended batch, one
-    per line, once its events are durable: a list of typed results, or with `as_arrow` a table
-    of RESULT_SCHEMA."""
+    per line, once its events are durable, in `form`: a list of typed results (TYPED), a
+    RESULT_SCHEMA table (ARROW) or a string array of their JSON lines (JSON)."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     table = _unified(table)
@@ -772,8 +780,8 @@ def apply_table(job: Job, table: pa.Table | pa.RecordBatch, batch_commands: int,
         for start in range(0, table.num_rows, batch_commands):
             with _collector_paused():
                 parts = list(_apply_batch(job, table.slice(start, batch_commands),
-                                          job.first_line + start, pacer, as_arrow, resident))
-                if not as_arrow:
+                                          job.first_line + start, pacer, form, resident))
+                if form == TYPED:
                     resident.write_back()  # the caller may read the state between batches
             yield from parts
     finally:
@@ -815,7 +823,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _apply_batch(job: Job, batch: pa.Table, line_base: int, pacer: _Pacer,
-                 as_arrow: bool, resident: Resident) -> Iterator[Any]:
+                 form: str, resident: Resident) -> Iterator[Any]:
     n = batch.num_rows
     if "op" in batch.column_names:
         ops = _one_array(batch.column("op"))
@@ -851,15 +859,15 @@ def _apply_batch(job: Job, batch: pa.Table, line_base: int, pacer: _Pacer,
             resident.evict_group(group)
         if ops[i] == "reset" and any(p.events.num_rows for p in pending):
             # a reset plans against the log: durable first
-            yield _flush(job.writer, pending, as_arrow, resident)
+            yield _flush(job.writer, pending, form, resident)
             pending = []
         pending.append(_per_command(job, batch.slice(row, j - i), line_base + row))
         lo = row + (j - i)
         i = j
-    yield _flush(job.writer, pending, as_arrow, resident)
+    yield _flush(job.writer, pending, form, resident)
 
 
-def _flush(writer: Writer, runs: list[RunOutput], as_arrow: bool, resident: Resident) -> Any:
+def _flush(writer: Writer, runs: list[RunOutput], form: str, resident: Resident) -> Any:
     """Append the runs' events as one batch; then their results, with seqs."""
     tables = [r.events for r in runs if r.events.num_rows]
     first = writer.log.next_seq
@@ -868,12 +876,19 @@ def _flush(writer: Writer, runs: list[RunOutput], as_arrow: bool, resident: Resi
         seqs = pa.array(np.arange(first, first + events.num_rows, dtype=np.int64))
         batch = events.set_column(0, EVENT_SCHEMA.field("seq"), seqs).to_batches()[0]
         first = writer.append(batch, before_derived=resident.write_back)
-    if as_arrow:
+    if form == ARROW:
         tables = []
         for run in runs:
             tables.append(run.result_table(first))
             first += run.events.num_rows
         return pa.concat_tables(tables) if tables else RESULT_SCHEMA.empty_table()
+    if form == JSON:  # (the lines, how many of them carry an error)
+        lines, errors = [], 0
+        for run in runs:
+            lines.append(run.json_lines(first))
+            errors += run.errors()
+            first += run.events.num_rows
+        return (pa.concat_arrays(lines) if lines else pa.array([], pa.string())), errors
     out: list[Any] = []
     for run in runs:
         out += run.final_results(first)

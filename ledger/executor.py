@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ledger.apply_results import set_seqs
-from ledger.columnar import Job, apply_table
+from ledger.columnar import TYPED, Job, apply_table
 from ledger.commands import BY_OP, Command, QueueAppend, Reset
 from ledger.errors import LedgerError
 from ledger.events import EventBuffer
@@ -58,13 +58,15 @@ def execute(writer: Writer, commands: Sequence[Command | LedgerError], *,
     return Executed(results, job.errors)
 
 
-def execute_table(writer: Writer, table: pa.Table, *, batch_commands: int, as_arrow: bool,
-                  actor: str | None = None) -> Iterator[Any]:
+def execute_table(writer: Writer, table: pa.Table, *, batch_commands: int, form: str = TYPED,
+                  actor: str | None = None, first_line: int = 1,
+                  overrides: dict[int, Command | LedgerError] | None = None) -> Iterator[Any]:
     """A command table (one column per field, null = absent) folded a batch at a time; yields
-    each batch's results once durable (typed results, or a RESULT_SCHEMA table)."""
+    each batch's results once durable, in `form` (columnar.TYPED, ARROW or JSON). `overrides`:
+    lines decoded apart from the table, by line number."""
     writer.check_writable()
-    job = Job(writer, None, 1, actor)
-    parts = apply_table(job, table, batch_commands, as_arrow=as_arrow)
+    job = Job(writer, None, first_line, actor, overrides=overrides or {})
+    parts = apply_table(job, table, batch_commands, form=form)
     while True:
         try:
             part = next(parts)

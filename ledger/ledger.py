@@ -15,8 +15,10 @@ from typing import IO, Any
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ledger import queries
+from ledger.columnar import ARROW, JSON
 from ledger.commands import (
     Command,
     Commit,
@@ -35,13 +37,13 @@ from ledger.commands import (
 )
 from ledger.errors import InvalidInput, LedgerError, RefusedError
 from ledger.events import EventBuffer
-from ledger.executor import Executed, execute, execute_table
+from ledger.executor import COLUMN_MIN, Executed, execute, execute_table
 from ledger.handlers import reset_result
 from ledger.handlers import run as run_one
 from ledger.import_result import ImportResult
 from ledger.importing import submit_import
 from ledger.limits import check_name
-from ledger.ndjson import line_batches
+from ledger.ndjson import bulk_table, joined_lines, line_blocks, split_lines
 from ledger.reset import Scenario, Scope
 from ledger.reset_plan import Planned, plan
 from ledger.results import (
@@ -220,8 +222,7 @@ class Ledger:
         self.writer.check_writable()
         if isinstance(commands, pa.Table | pa.RecordBatch):
             parts = execute_table(self.writer, _as_table(commands),
-                                  batch_commands=self.settings.apply_column_batch_commands,
-                                  as_arrow=False)
+                                  batch_commands=self.settings.apply_column_batch_commands)
             return (to_dict(r) for part in parts for r in part)
         return self._apply_iter(iter(commands))
 
@@ -244,20 +245,40 @@ class Ledger:
         self.writer.check_writable()
         encode = msgspec.json.Encoder().encode
         line = 1
-        for lines in line_batches(stream, self.settings.apply_batch_commands):
+        for block, n_lines in line_blocks(stream, self.settings.apply_batch_commands):
             if on_bytes is not None:
-                on_bytes(sum(map(len, lines)) + len(lines))
-            decoded = decode_lines(lines, line)
-            done = execute(self.writer, decoded, first_line=line)
-            line += len(decoded)
-            yield (b"".join(encode(r) + b"\n" for r in done.results), len(done.results),
-                   sum(r.error is not None for r in done.results))
+                on_bytes(len(block))
+            bulk = bulk_table(block, n_lines) if n_lines >= COLUMN_MIN else None
+            if bulk is not None:
+                yield self._apply_bulk(block, bulk, line)
+            else:
+                decoded = decode_lines(split_lines(block), line)
+                done = execute(self.writer, decoded, first_line=line)
+                yield (b"".join(encode(r) + b"\n" for r in done.results), len(done.results),
+                       sum(r.error is not None for r in done.results))
+            line += n_lines
+
+    def _apply_bulk(self, block: bytes, bulk: tuple[pa.Table, Any], first_line: int
+                    ) -> tuple[bytes, int, int]:
+        """A batch the bulk reader turned into a table: folded as one; its results' JSON."""
+        table, odd = bulk
+        overrides: dict[int, Command | LedgerError] = {}
+        if odd.any():  # decoded alone, so that the error names the field their op lacks
+            lines = split_lines(block)
+            for i in odd.nonzero()[0].tolist():
+                overrides[first_line + i] = _decoded(lines[i], first_line + i)
+            ops = table.column("op")
+            table = table.set_column(table.column_names.index("op"), "op",
+                                     pc.if_else(pa.array(~odd), ops, pa.scalar(None, ops.type)))
+        parts = list(execute_table(self.writer, table, batch_commands=table.num_rows,
+                                   form=JSON, first_line=first_line, overrides=overrides))
+        text = pa.concat_arrays([lines for lines, _ in parts])
+        return joined_lines(text), len(text), sum(errors for _, errors in parts)
 
     def apply_table(self, commands: pa.Table | pa.RecordBatch) -> Iterator[list[Result]]:
         """`apply` of a command table: typed results a batch at a time, once durable."""
         return execute_table(self.writer, _as_table(commands),
-                             batch_commands=self.settings.apply_column_batch_commands,
-                             as_arrow=False)
+                             batch_commands=self.settings.apply_column_batch_commands)
 
     def apply_arrow(self, commands: pa.Table | pa.RecordBatch) -> pa.Table:
         """`apply` for bulk loads: Arrow commands in, Arrow results out (RESULT_SCHEMA, one row
@@ -269,7 +290,7 @@ class Ledger:
                                f"{type(commands).__name__}")
         parts = list(execute_table(self.writer, _as_table(commands),
                                    batch_commands=self.settings.apply_column_batch_commands,
-                                   as_arrow=True))
+                                   form=ARROW))
         return pa.concat_tables(parts) if parts else RESULT_SCHEMA.empty_table()
 
     # ------------------------------------------------------------------ typed writes

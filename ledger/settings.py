@@ -20,9 +20,9 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     durability: str = "always"
     offsets_retention_ms: int = OFFSETS_RETENTION_MS_DEFAULT
     view_flush_batches: int = 64
-    view_flush_ms: int = 5000
+    view_flush_ms: int = 30_000
     # Lines per batch of `apply` (one fsync each; from 2048 the batch folds column-wise).
-    apply_batch_commands: int = 65_536
+    apply_batch_commands: int = 131_072
     # Commands per batch when they arrive as Arrow columns (the column-wise fold gains with size).
     apply_column_batch_commands: int = 131_072
     # A checkpoint at least every N events, sealed or not, bounds what an open replays.
