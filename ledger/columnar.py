@@ -72,13 +72,14 @@ _POSITION_FIELDS = attrgetter("committed", "pulled", "generation", "last_client"
 class Job:
     """One call's context: the writer, the typed commands the table was built from (None: the
     table is the input, its rows are decoded where they run per command), the line number of
-    the table's first row, who sends (an actor that overrides what commands claim) and the
+    the table's first row, who sends (an actor that overrides what commands claim: one for
+    all, or one per command, None where a command keeps its own) and the
     exceptions behind error results, by line."""
 
     writer: Writer
     commands: Sequence[Command | LedgerError] | None = None
     first_line: int = 1
-    actor: str | None = None
+    actor: str | Sequence[str | None] | None = None
     errors: dict[int, LedgerError] = field(default_factory=dict)
     #: Lines decoded apart from the table (by line number): what the table cannot say.
     overrides: dict[int, Command | LedgerError] = field(default_factory=dict)
@@ -100,7 +101,21 @@ class Job:
 
     def run(self, cmd: Command | LedgerError, line: int, events: EventBuffer,
             now: int | None = None) -> Any:
-        return run_one(self.writer, cmd, line, events, now, self.actor, self.errors)
+        return run_one(self.writer, cmd, line, events, now, self.actor_of(line), self.errors)
+
+    def actor_of(self, line: int) -> str | None:
+        if self.actor is None or isinstance(self.actor, str):
+            return self.actor
+        return self.actor[line - self.first_line]
+
+    def actors_of(self, lines: np.ndarray) -> pa.Array | None:
+        """The actors of these lines (their events' actor), None when no actor is given."""
+        if self.actor is None:
+            return None
+        if isinstance(self.actor, str):
+            return pa.array([self.actor] * len(lines), pa.string())
+        return pa.array(self.actor, pa.string()).take(
+            pa.array(lines - self.first_line, pa.int64()))
 
 
 # ----------------------------------------------------------------------------- columns
@@ -294,7 +309,7 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
 
     rows = np.nonzero(hot & ~np.isin(key_id_of, pinned_keys)
                       & ~np.isin(queue_id_of, pinned_queues))[0]
-    vec = _VectorRun(job, rows, now, commit, offset, pull_max, c_codes, c_values, g_codes,
+    vec = _VectorRun(job, line_base, rows, now, commit, offset, pull_max, c_codes, c_values, g_codes,
                      g_values, t_codes, t_values, qid, key_id_of, queue_id_of,
                      np.nonzero(simple_append)[0], count, resident)
     vec.fold()
@@ -319,13 +334,15 @@ def _per_command(job: Job, batch: pa.Table, line_base: int) -> RunOutput:
 class _VectorRun:
     """The rows of one run that fold column-wise, and their effect."""
 
-    def __init__(self, job: Job, rows: np.ndarray, now: np.ndarray, commit: np.ndarray,
+    def __init__(self, job: Job, line_base: int, rows: np.ndarray, now: np.ndarray,
+                 commit: np.ndarray,
                  offset: np.ndarray, pull_max: np.ndarray, c_codes: np.ndarray,
                  c_values: list[Any], g_codes: np.ndarray, g_values: list[Any],
                  t_codes: np.ndarray, t_values: list[Any], qid: np.ndarray, key_id_of: np.ndarray,
                  queue_id_of: np.ndarray, append_rows: np.ndarray, append_count: np.ndarray,
                  resident: Resident) -> None:
         self.job = job
+        self.line_base = line_base  # the line of the run's first row
         self.resident = resident
         self.state = job.writer.state
         self.rows = rows
@@ -693,7 +710,9 @@ def _initial_events(vec: _VectorRun) -> tuple[np.ndarray, pa.Table]:
     details = pa.array(["policy earliest", "policy latest"], pa.string())
     return rows, _event_table(
         vec, rows, pa.array(["initial"] * n, pa.string()), vec.start["committed"][fresh],
-        np.zeros(n, np.int32), vec.c_codes[rows], pa.array([vec.job.actor] * n, pa.string()),
+        np.zeros(n, np.int32), vec.c_codes[rows],
+        vec.job.actors_of(rows + vec.line_base) if vec.job.actor is not None
+        else pa.nulls(n, pa.string()),
         details.take(pa.array(vec.start["latest"][fresh].astype(np.int8))))
 
 
@@ -705,11 +724,11 @@ def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, off
     detail: list[str | None] = [None] * n
     for i in np.nonzero(redeliver)[0].tolist():
         detail[i] = f"redeliver from {int(next_offset[i])}"
-    if vec.job.actor is not None:
-        actor = pa.array([vec.job.actor] * n, pa.string())
-    else:
-        operator = is_commit & (client < 0)
-        actor = _OPERATOR.take(pa.array(np.zeros(n, np.int64), mask=~operator))
+    operator = is_commit & (client < 0)
+    actor = _OPERATOR.take(pa.array(np.zeros(n, np.int64), mask=~operator))
+    given = vec.job.actors_of(rows + vec.line_base)
+    if given is not None:  # the sender's name where one is given, else the default
+        actor = pc.if_else(pc.is_valid(given), given, actor)
     return _event_table(
         vec, rows, _KINDS.take(pa.array((~is_commit).astype(np.int8))), offset, generation,
         client, actor, pa.array(detail, pa.string()))

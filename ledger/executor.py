@@ -40,9 +40,10 @@ class Executed:
 
 
 def execute(writer: Writer, commands: Sequence[Command | LedgerError], *,
-            actor: str | None = None, first_line: int = 1) -> Executed:
+            actor: str | Sequence[str | None] | None = None, first_line: int = 1) -> Executed:
     """Fold and append a batch of decoded, validated commands (or the errors of lines that
-    could not be decoded, answered in place)."""
+    could not be decoded, answered in place). `actor`: who sends them (one name for all, or
+    one per command; None keeps what a command claims)."""
     writer.check_writable()
     job = Job(writer, commands, first_line, actor)
     try:

@@ -187,13 +187,18 @@ class Ledger:
     def flush_view(self) -> None:
         self.writer.flush_view()
 
+    def catch_up(self) -> int:
+        """A reader (`readonly`) folds what the writer appended since; returns the events."""
+        return self.writer.catch_up()
+
     # ------------------------------------------------------------------ the write path
     def submit(self, commands: Sequence[Command | dict[str, Any]], *,
-               actor: str | None = None) -> list[Result]:
+               actor: str | Sequence[str | None] | None = None) -> list[Result]:
         """Run a batch of commands (typed, or dicts of the `apply` fields): validated, folded,
         made durable with one fsync; one result per command, in order, once durable. A bad
         command answers with its error and appends nothing; the others go on. `actor` (the
-        server's authenticated name) replaces whatever actor the commands claim."""
+        server's authenticated names: one for all, or one per command) replaces whatever
+        actor the commands claim."""
         return self._execute(commands, actor).results
 
     def submit_one(self, command: Command | dict[str, Any], *,
@@ -205,7 +210,8 @@ class Ledger:
             raise done.errors[1]
         return done.results[0]
 
-    def _execute(self, commands: Sequence[Command | dict[str, Any]], actor: str | None) -> Executed:
+    def _execute(self, commands: Sequence[Command | dict[str, Any]],
+                 actor: str | Sequence[str | None] | None) -> Executed:
         checked: list[Command | LedgerError] = []
         for c in commands:
             try:

@@ -107,6 +107,27 @@ class Writer:
             raise
         return cls(root, log, state, view, settings_mod.load(root), clock, readonly=True)
 
+    def catch_up(self) -> int:
+        """A reader follows the log: take the manifest and tail as they are now and fold the
+        events appended since (only durable ones: the writer acknowledges after its fsync),
+        then write the touched rows to the in-memory view. Returns the events folded. A
+        reader left behind the log start (log retention) starts again from the checkpoint."""
+        if not self.readonly:
+            return 0
+        self.log.refresh()
+        if self.state.events_applied < self.log.start_seq:
+            self.state = load_state(self.log)
+            self.view.write_full(self.state, self.log.next_seq)
+            return self.log.next_seq
+        start = self.state.events_applied
+        if self.log.next_seq <= start:
+            return 0
+        events = self.log.read(seq_gte=start)
+        if events.num_rows:
+            self.state.apply_columns(events.to_pydict())
+        self.view.flush(self.state, self.log.next_seq)
+        return events.num_rows
+
     def close(self) -> None:
         """List a running seal, checkpoint it, flush the view, release the log."""
         try:

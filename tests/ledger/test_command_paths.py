@@ -208,3 +208,27 @@ def test_python_commands_are_validated_like_json_ones(ledger: Ledger) -> None:
     assert all(errors), errors
     assert errors[0].startswith("invalid queue id -1") and "'a b'" in errors[2]
     assert ledger.log.next_seq == 0
+
+
+@pytest.mark.parametrize("fold_min", [10**9, 1])
+def test_each_command_of_a_batch_carries_its_senders_name(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          fold_min: int) -> None:
+    """The server's group commit: one batch, commands from several tokens; every event's actor
+    is its sender's name, whatever the command claims."""
+    monkeypatch.setattr(executor, "COLUMN_MIN", fold_min)
+    with Ledger.open(tmp_path / "d", clock=FakeClock()) as led:
+        led.queue_append(T, 0, 100)
+        led.group_set(G, initial="earliest")
+        batch = [Pull(group=G, topic=T, queue_id=0, client="c1"),
+                 Commit(group=G, topic=T, queue_id=0, offset=10, client="c1"),
+                 Commit(group=G, topic=T, queue_id=0, offset=20),
+                 GroupSet(group="other", actor="mallory"),
+                 Sync(group="m", topic=T, queue_id=0, offset=5, source="x")]
+        senders = ["fleet-a", "fleet-b", None, "ops", "mirror"]
+        results = led.submit(batch, actor=senders)
+        assert all(r.error is None for r in results)
+        rows = led.history(since_ms=0).to_pylist()[-len(batch) - 1:]
+    actors = [(r["kind"], r["actor"]) for r in rows if r["kind"] != "initial"]
+    assert actors == [("pull", "fleet-a"), ("commit", "fleet-b"), ("commit", "operator"),
+                      ("group_config", "ops"), ("sync", "mirror")]

@@ -184,3 +184,29 @@ def test_a_view_file_held_by_another_process_is_one_line_exit_2(tmp_path: Path) 
     finally:
         holder.communicate("")
     assert Cli(root)("queue", "append", "--topic", T, "--queue", "0").exit_code == 0
+
+
+def test_a_reader_follows_the_writer_with_catch_up(tmp_path: Path) -> None:
+    """The server's read side: a reader in the writer's process folds the durable log as it
+    grows, and answers as a fresh reader would."""
+    root = tmp_path / "data"
+    with Ledger.open(root) as led:
+        led.queue_append(T, 0, 100)
+        reader = Ledger.open(root, readonly=True)
+        try:
+            assert reader.queues()[0]["max_offset"] == 100 and reader.catch_up() == 0
+            led.group_set("g", initial="earliest")
+            led.pull("g", T, 0, client="c1")
+            led.commit("g", T, 0, 40, client="c1")
+            assert reader.catch_up() == 4  # group_config, initial, pull, commit
+            assert reader.progress("g")[0]["committed_offset"] == 40
+            assert reader.committed("g", T, 0) == 40
+            fresh = Ledger.open(root, readonly=True)
+            try:
+                assert reader.snapshot() == fresh.snapshot()
+                assert reader.sql("SELECT * FROM progress").to_pylist() == \
+                    fresh.sql("SELECT * FROM progress").to_pylist()
+            finally:
+                fresh.close()
+        finally:
+            reader.close()
