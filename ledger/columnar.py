@@ -83,6 +83,8 @@ class Job:
     errors: dict[int, LedgerError] = field(default_factory=dict)
     #: Lines decoded apart from the table (by line number): what the table cannot say.
     overrides: dict[int, Command | LedgerError] = field(default_factory=dict)
+    #: Per command: the rule by which its sender may not send it (the server's), or None.
+    denied: Sequence[str | None] | None = None
 
     def commands_at(self, batch: pa.Table, rows: np.ndarray, line_base: int
                     ) -> list[Command | LedgerError]:
@@ -101,7 +103,9 @@ class Job:
 
     def run(self, cmd: Command | LedgerError, line: int, events: EventBuffer,
             now: int | None = None) -> Any:
-        return run_one(self.writer, cmd, line, events, now, self.actor_of(line), self.errors)
+        denied = self.denied[line - self.first_line] if self.denied is not None else None
+        return run_one(self.writer, cmd, line, events, now, self.actor_of(line), self.errors,
+                       denied)
 
     def actor_of(self, line: int) -> str | None:
         if self.actor is None or isinstance(self.actor, str):

@@ -25,6 +25,8 @@ from ledger.events import EventBuffer
 from ledger.results import Result
 from ledger.writer import Writer
 
+#: Stands in the column table for a command its sender may not send (it runs per command).
+_DENIED = LedgerError("denied")
 #: Commands in a batch from which the column-wise fold pays for its fixed cost.
 COLUMN_MIN = 2048
 _OP_OF_TYPE = {t: op for op, t in BY_OP.items()}
@@ -40,16 +42,22 @@ class Executed:
 
 
 def execute(writer: Writer, commands: Sequence[Command | LedgerError], *,
-            actor: str | Sequence[str | None] | None = None, first_line: int = 1) -> Executed:
+            actor: str | Sequence[str | None] | None = None, first_line: int = 1,
+            denied: Sequence[str | None] | None = None) -> Executed:
     """Fold and append a batch of decoded, validated commands (or the errors of lines that
     could not be decoded, answered in place). `actor`: who sends them (one name for all, or
-    one per command; None keeps what a command claims)."""
+    one per command; None keeps what a command claims). `denied`: per command, the rule by
+    which its sender may not send it (refused; a reset recorded as reset_refused)."""
     writer.check_writable()
-    job = Job(writer, commands, first_line, actor)
+    job = Job(writer, commands, first_line, actor, denied=denied)
     try:
         if len(commands) >= COLUMN_MIN:
+            folded = commands  # denied commands stay out of the vector path (no op in the table)
+            if denied is not None and any(d is not None for d in denied):
+                folded = [c if d is None else _DENIED
+                          for c, d in zip(commands, denied, strict=True)]
             results: list[Result] = []
-            for part in apply_table(job, command_table(commands), len(commands)):
+            for part in apply_table(job, command_table(folded), len(commands)):
                 results += part
         else:
             results = _per_command(job, commands)

@@ -23,6 +23,7 @@ from ledger.commands import (
     Reset,
     Sync,
     op_of,
+    scenario_field,
 )
 from ledger.errors import InvalidInput, LedgerError, RefusedError
 from ledger.events import EventBuffer, ResetRefused
@@ -53,15 +54,19 @@ def line_time(writer: Writer, cmd: Command) -> int:
 
 def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuffer,
         now: int | None = None, actor: str | None = None,
-        errors: dict[int, LedgerError] | None = None) -> Result:
+        errors: dict[int, LedgerError] | None = None, denied: str | None = None) -> Result:
     """Run one command, folding its events into `events`. `now`: its ledger time when the caller
     computed it (the column path); `actor`: who sent it, overriding what it claims (the
-    server's authenticated name). `errors` collects the exception behind an error result."""
+    server's authenticated name); `denied`: why the sender may not (the server's role or
+    group rule): nothing runs, and a reset is recorded as `reset_refused` with that rule.
+    `errors` collects the exception behind an error result."""
     if isinstance(cmd, LedgerError):
         if errors is not None:
             errors[line] = cmd
         return Result(line=line, error=str(cmd))
     op = op_of(cmd)
+    if denied is not None:
+        return _denied(writer, cmd, line, op, events, actor, denied, errors)
     try:
         at = line_time(writer, cmd) if now is None else now
         if now is not None and cmd.ts is not None:
@@ -75,6 +80,25 @@ def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuff
     if result.error is not None and errors is not None and result.refused is not None:
         errors[line] = RefusedError(result.refused, result.error)
     return result
+
+
+def _denied(writer: Writer, cmd: Command, line: int, op: str, events: EventBuffer,
+            actor: str | None, rule: str, errors: dict[int, LedgerError] | None) -> Result:
+    """A command its sender may not send: refused by `rule`; a reset is recorded for auditors
+    (resets are privileged: the only refusal the ledger records)."""
+    group = getattr(cmd, "group", None)
+    message = (f"forbidden: {actor or 'this sender'} may not {op.replace('_', ' ')}"
+               + (f" group {group!r}" if group else "") + f" ({rule})")
+    if type(cmd) is Reset:
+        now = line_time(writer, cmd)
+        detail = {"mode": scenario_field(cmd), "refused_by": rule, "message": message}
+        if cmd.reason:
+            detail["reason"] = cmd.reason
+        writer.state.emit(events, ResetRefused(ts=now, consumer_group=cmd.group, actor=actor,
+                                               detail=json.dumps(detail, separators=(",", ":"))))
+    if errors is not None:
+        errors[line] = RefusedError(rule, message)
+    return Result(line=line, op=op, error=message, refused=rule)
 
 
 def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events: EventBuffer,

@@ -193,13 +193,22 @@ class Ledger:
 
     # ------------------------------------------------------------------ the write path
     def submit(self, commands: Sequence[Command | dict[str, Any]], *,
-               actor: str | Sequence[str | None] | None = None) -> list[Result]:
+               actor: str | Sequence[str | None] | None = None,
+               denied: Sequence[str | None] | None = None) -> list[Result]:
         """Run a batch of commands (typed, or dicts of the `apply` fields): validated, folded,
         made durable with one fsync; one result per command, in order, once durable. A bad
         command answers with its error and appends nothing; the others go on. `actor` (the
         server's authenticated names: one for all, or one per command) replaces whatever
-        actor the commands claim."""
-        return self._execute(commands, actor).results
+        actor the commands claim; `denied` (per command) the rule by which its sender may not
+        send it: refused, and a refused reset recorded for auditors."""
+        return self._execute(commands, actor, denied).results
+
+    def submit_decoded(self, commands: Sequence[Command | LedgerError], *,
+                       actor: str | Sequence[str | None] | None = None,
+                       denied: Sequence[str | None] | None = None) -> list[Result]:
+        """`submit` of commands already decoded and validated by `ledger.commands` (from_json,
+        decode_document: a request body, an NDJSON line), or their decoding errors."""
+        return execute(self.writer, commands, actor=actor, denied=denied).results
 
     def submit_one(self, command: Command | dict[str, Any], *,
                    actor: str | None = None) -> Result:
@@ -211,14 +220,15 @@ class Ledger:
         return done.results[0]
 
     def _execute(self, commands: Sequence[Command | dict[str, Any]],
-                 actor: str | Sequence[str | None] | None) -> Executed:
+                 actor: str | Sequence[str | None] | None,
+                 denied: Sequence[str | None] | None = None) -> Executed:
         checked: list[Command | LedgerError] = []
         for c in commands:
             try:
                 checked.append(from_obj(c))
             except LedgerError as e:
                 checked.append(e)
-        return execute(self.writer, checked, actor=actor)
+        return execute(self.writer, checked, actor=actor, denied=denied)
 
     def apply(self, commands: Iterable[Any] | pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any]]:
         """Apply commands in batches; yield one result per command (the `apply` dict), each only

@@ -15,7 +15,7 @@ import msgspec
 
 
 class Result(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
-    line: int
+    line: int = 0  # 0 (left out): an answer to one command, not a line of a batch
     op: str | None = None
     seq: int | None = None
     error: str | None = None

@@ -61,6 +61,7 @@ class Writer:
         self.clock = clock
         self.readonly = readonly
         self.unusable: str | None = None
+        self.last_append_s = 0.0  # how long the last append took (write + fsync): metrics
         self._batches_since_flush = 0
         self._last_flush = time.monotonic()
         # a seal listed by a read (`settle`): the next append checkpoints at it
@@ -172,11 +173,13 @@ class Writer:
             events = events.to_record_batch(self.log.next_seq)
         if events.num_rows == 0:
             return self.log.next_seq
+        started = time.perf_counter()
         try:
             result = self.log.append(events)
         except BaseException as e:
             self.fail(e)
             raise
+        self.last_append_s = time.perf_counter() - started
         # The batch is durable from here on: a failing checkpoint or view flush must not fail
         # the append (a retrying client would write it twice). Both are derived and retried:
         # the next seal or interval checkpoints again, and touched rows stay dirty until a

@@ -232,3 +232,24 @@ def test_each_command_of_a_batch_carries_its_senders_name(tmp_path: Path,
     actors = [(r["kind"], r["actor"]) for r in rows if r["kind"] != "initial"]
     assert actors == [("pull", "fleet-a"), ("commit", "fleet-b"), ("commit", "operator"),
                       ("group_config", "ops"), ("sync", "mirror")]
+
+
+@pytest.mark.parametrize("fold_min", [10**9, 1])
+def test_a_denied_command_runs_not_and_a_denied_reset_is_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fold_min: int) -> None:
+    monkeypatch.setattr(executor, "COLUMN_MIN", fold_min)
+    with Ledger.open(tmp_path / "d", clock=FakeClock()) as led:
+        led.queue_append(T, 0, 100)
+        led.group_set(G, initial="earliest")
+        led.pull(G, T, 0, client="c1")
+        batch = [Commit(group=G, topic=T, queue_id=0, offset=10, client="c1"),
+                 Reset(group=G, topic=T, to_offset=0, execute=True, reason="why not"),
+                 Commit(group=G, topic=T, queue_id=0, offset=12, client="c1")]
+        before = led.log.next_seq
+        results = led.submit(batch, actor="fleet", denied=[None, "role", "group"])
+        assert results[0].accepted and results[1].refused == "role" \
+            and results[2].refused == "group"
+        assert "forbidden: fleet may not reset group 'billing' (role)" == results[1].error
+        assert led.committed(G, T, 0) == 10 and led.log.next_seq == before + 2
+        [refused] = led.history(kind="reset_refused").to_pylist()
+        assert refused["actor"] == "fleet" and json.loads(refused["detail"])["refused_by"] == "role"

@@ -1,0 +1,153 @@
+"""Group commit (PostgreSQL's WAL writer, TigerBeetle's batching): requests from any number of
+connections join one queue; one writer thread drains whatever is queued (up to a batch limit),
+runs it through the ledger as one batch (one fsync), then answers every request in it. No
+answer leaves before its events are durable, and batch size grows with load while latency
+stays near one fsync.
+
+The writer thread is the only one that touches the writing Ledger. Stopping stops accepting,
+answers everything already accepted, and closes the ledger (view flush, checkpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from ledger import Ledger, LedgerUnusable
+from ledger.commands import Command
+from ledger.errors import LedgerError
+from ledger.results import Result
+
+logger = logging.getLogger(__name__)
+
+
+class Busy(Exception):
+    """Too many commands wait already: the client should retry later (503)."""
+
+
+class Stopping(Exception):
+    """The server is shutting down and accepts no new command (503)."""
+
+
+@dataclass
+class _Request:
+    commands: Sequence[Command | LedgerError]
+    actor: str
+    denied: Sequence[str | None] | None
+    future: Future[list[Result]] = field(default_factory=Future)
+
+
+@dataclass
+class BatchStats:
+    """What the metrics report: batches, their commands and their durations."""
+
+    observe: Callable[[int, float, float], None] = lambda commands, batch_s, append_s: None
+
+
+class Committer:
+    """One writer thread draining one queue into `Ledger.submit_decoded`."""
+
+    def __init__(self, open_ledger: Callable[[], Ledger], *, batch_commands_max: int,
+                 pending_commands_max: int, stats: BatchStats | None = None) -> None:
+        self._open = open_ledger
+        self.ledger = open_ledger()
+        self.batch_commands_max = batch_commands_max
+        self.pending_commands_max = pending_commands_max
+        self.stats = stats or BatchStats()
+        self._queue: deque[_Request] = deque()
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, commands: Sequence[Command | LedgerError], actor: str,
+               denied: Sequence[str | None] | None = None) -> Future[list[Result]]:
+        """Queue a request's commands; the future gives their results once durable."""
+        request = _Request(commands, actor, denied)
+        with self._cond:
+            if self._stopping:
+                raise Stopping("the server is shutting down")
+            if self._pending and self._pending + len(commands) > self.pending_commands_max:
+                raise Busy(f"{self._pending} commands wait to be written: retry later")
+            self._queue.append(request)
+            self._pending += len(commands)
+            self._cond.notify()
+        return request.future
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Accept nothing more; answer what was accepted; close the ledger."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    # ---------------------------------------------------------------- the writer thread
+    def _take(self) -> list[_Request] | None:
+        with self._cond:
+            while not self._queue and not self._stopping:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            batch: list[_Request] = []
+            size = 0
+            while self._queue and (not batch or size + len(self._queue[0].commands)
+                                   <= self.batch_commands_max):
+                request = self._queue.popleft()
+                batch.append(request)
+                size += len(request.commands)
+            self._pending -= size
+            return batch
+
+    def _run(self) -> None:
+        try:
+            while (batch := self._take()) is not None:
+                self._write(batch)
+        finally:
+            try:
+                self.ledger.close()
+            except Exception:  # closing derived data; the log is already durable
+                logger.exception("closing the ledger failed")
+
+    def _write(self, batch: list[_Request]) -> None:
+        commands: list[Command | LedgerError] = []
+        actors: list[str | None] = []
+        denied: list[str | None] = []
+        for r in batch:
+            commands.extend(r.commands)
+            actors.extend([r.actor] * len(r.commands))
+            denied.extend(r.denied if r.denied is not None else [None] * len(r.commands))
+        started = time.perf_counter()
+        try:
+            results = self.ledger.submit_decoded(commands, actor=actors, denied=denied)
+        except BaseException as e:  # a failed write: nothing of this batch is acknowledged
+            for r in batch:
+                r.future.set_exception(e)
+            if isinstance(e, LedgerUnusable) or self.ledger.writer.unusable is not None:
+                self._reopen()
+            if not isinstance(e, Exception):
+                raise
+            return
+        self.stats.observe(len(commands), time.perf_counter() - started,
+                           self.ledger.writer.last_append_s)
+        at = 0
+        for r in batch:
+            mine = results[at:at + len(r.commands)]
+            for result in mine:
+                result.line -= at
+            at += len(r.commands)
+            r.future.set_result(mine)
+
+    def _reopen(self) -> None:
+        """After a failed write the state may be ahead of the log: start again from disk."""
+        logger.error("the ledger failed a write; reopening it from its log")
+        try:
+            self.ledger.close()
+        except Exception:
+            logger.exception("closing the failed ledger")
+        self.ledger = self._open()
