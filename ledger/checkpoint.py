@@ -1,7 +1,9 @@
 """The full state as one Arrow table (checkpoint Parquet files) and back.
 
-One row per queue, group, position, broadcast client position and time-index entry, told apart
-by `row`. The same rows feed DuckDB's state-at queries and Spark's replay.
+One row per queue, group, position, broadcast client position, time-index entry and append
+(`row` append: first offset in min_offset, ledger ts in last_update_ts, store ts in store_ts),
+told apart by `row`. The same rows feed DuckDB's state-at queries and Spark's replay, which
+read the kinds they know by name.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from operator import attrgetter, itemgetter
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ledger.state import GroupSettings, Position, QueueState, State
 
 CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     [
-        pa.field("row", pa.string(), nullable=False),  # queue | group | position | client | index
+        pa.field("row", pa.string(), nullable=False),  # queue|group|position|client|index|append
         pa.field("consumer_group", pa.string()),
         pa.field("topic", pa.string()),
         pa.field("queue_id", pa.int32()),
@@ -54,6 +57,9 @@ def state_to_table(state: State) -> pa.Table:
         n = len(q.index_store_ts)
         add(n, row=("index",) * n, topic=(topic,) * n, queue_id=(qid,) * n,
             store_ts=q.index_store_ts, min_offset=q.index_offset)
+        n = len(q.append_offset)
+        add(n, row=("append",) * n, topic=(topic,) * n, queue_id=(qid,) * n,
+            min_offset=q.append_offset, last_update_ts=q.append_ts, store_ts=q.append_store_ts)
     groups = list(state.groups.items())
     add(len(groups), row=("group",) * len(groups), consumer_group=[g for g, _ in groups],
         detail=[s.to_json() for _, s in groups])
@@ -91,6 +97,9 @@ def _position(r: dict) -> Position:
 
 def table_to_state(table: pa.Table) -> State:
     state = State()
+    is_append = pc.equal(table.column("row"), "append")
+    appends = table.filter(is_append)
+    table = table.filter(pc.invert(is_append))
     cols = table.to_pydict()
     names = list(cols)
     for values in zip(*cols.values(), strict=True):
@@ -113,4 +122,22 @@ def table_to_state(table: pa.Table) -> State:
         elif kind == "meta":
             state.last_ts = r["last_update_ts"]
             state.events_applied = r["max_offset"]
+    _add_appends(state, appends)
     return state
+
+
+def _add_appends(state: State, rows: pa.Table) -> None:
+    """The append rows, by runs of one queue (they are written queue by queue): a run at a time
+    rather than a dict per row, as a checkpoint holds every append ever made."""
+    topics, qids = rows.column("topic").to_pylist(), rows.column("queue_id").to_pylist()
+    offsets, ts = rows.column("min_offset").to_pylist(), rows.column("last_update_ts").to_pylist()
+    store_ts = rows.column("store_ts").to_pylist()
+    start = 0
+    for i in range(1, len(topics) + 1):
+        if i < len(topics) and topics[i] == topics[start] and qids[i] == qids[start]:
+            continue
+        q = state.queues[(topics[start], qids[start])]
+        q.append_offset.extend(offsets[start:i])
+        q.append_ts.extend(ts[start:i])
+        q.append_store_ts.extend(store_ts[start:i])
+        start = i
