@@ -677,7 +677,8 @@ def reset(
 
 # ---------------------------------------------------------------------- reads
 PROGRESS_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "committed_offset",
-                    "pulled_offset", "lag", "inflight", "ready", "generation", "last_update")
+                    "pulled_offset", "lag", "lag_ms", "inflight", "ready", "generation",
+                    "last_update")
 
 
 @app.command()

@@ -540,7 +540,8 @@ class Ledger:
             params.append(check_name(topic, "topic"))
         return self._query(
             "SELECT topic, queue_id, min_offset, max_offset, committed_offset, pulled_offset, "
-            "lag, inflight, ready, generation, last_update_ts AS last_update, behind_retention "
+            "lag, lag_ms, inflight, ready, generation, last_update_ts AS last_update, "
+            "behind_retention "
             f"FROM progress WHERE {cond} ORDER BY topic, queue_id", params)
 
     def groups(self) -> list[dict[str, Any]]:
