@@ -544,6 +544,18 @@ class Ledger:
             "behind_retention "
             f"FROM progress WHERE {cond} ORDER BY topic, queue_id", params)
 
+    def lag(
+        self, *, group: str | None = None, topic: str | None = None, at_ms: int | None = None,
+        window: int = 10, allowed_lag: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Lag health and time lag per group at ledger time `at_ms` (default now): the document
+        of `lag --json` (ledger/lag.py); `topic` is `T` or `T:0,2`."""
+        from ledger.lag import check_at, health_settings, lag_document, lag_scope
+
+        scope, settings, at = lag_scope(group, topic), health_settings(window, allowed_lag), check_at(at_ms)
+        self._settle_log()
+        return lag_document(self, scope, self.now_ms() if at is None else at, settings)
+
     def groups(self) -> list[dict[str, Any]]:
         return self._query(
             "WITH names AS (SELECT consumer_group FROM groups UNION "
