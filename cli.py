@@ -694,6 +694,45 @@ def progress(
     emit(rows, as_json, PROGRESS_COLUMNS, empty=f"no offsets for group {group!r}")
 
 
+LAG_COLUMNS = ("consumer_group", "group_status", "topic", "queue_id", "status",
+               "committed_offset", "max_offset", "lag", "lag_ms", "complete")
+
+
+def lag_rows(doc: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lag document as a table: a row per queue (a group without queues: one row)."""
+    rows = []
+    for g in doc:
+        head = {"consumer_group": g["consumer_group"], "group_status": g["status"]}
+        rows += [{**head, **{c: q[c] for c in LAG_COLUMNS[2:]}} for q in g["queues"]] or [head]
+    return rows
+
+
+@app.command()
+def lag(
+    ctx: typer.Context,
+    group: str = typer.Option(None, "--group", help="Only this group (NOTFOUND if it has no "
+                                                     "offsets)."),
+    topic: str = typer.Option(None, "--topic", metavar="T|T:0,2",
+                              help="Only this topic (or these queues of it)."),
+    at_: str = typer.Option(None, "--at", metavar="TIME",
+                            help="Judge as of this ledger time (default now)."),
+    window: int = typer.Option(10, "--window", metavar="N",
+                               help="Commits per window (Burrow's intervals)."),
+    allowed_lag: int = typer.Option(0, "--allowed-lag", metavar="N",
+                                    help="A lag up to N messages is OK."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Lag health (Burrow's OK/WARN/STOP/STALL/REWIND) and exact time lag, now or at any time."""
+    at_ms = time_arg(at_, "--at") if at_ is not None else None
+    with open_reader(ctx) as led:
+        doc = led.lag(group=group, topic=topic, at_ms=at_ms, window=window,
+                      allowed_lag=allowed_lag)
+    if as_json:
+        emit_json(doc)
+    else:
+        emit(lag_rows(doc), False, LAG_COLUMNS, empty="no groups with offsets")
+
+
 @app.command()
 def history(
     ctx: typer.Context,
