@@ -8,6 +8,7 @@ read the kinds they know by name.
 
 from __future__ import annotations
 
+from array import array
 from operator import attrgetter, itemgetter
 
 import msgspec
@@ -57,9 +58,6 @@ def state_to_table(state: State) -> pa.Table:
         n = len(q.index_store_ts)
         add(n, row=("index",) * n, topic=(topic,) * n, queue_id=(qid,) * n,
             store_ts=q.index_store_ts, min_offset=q.index_offset)
-        n = len(q.append_offset)
-        add(n, row=("append",) * n, topic=(topic,) * n, queue_id=(qid,) * n,
-            min_offset=q.append_offset, last_update_ts=q.append_ts, store_ts=q.append_store_ts)
     groups = list(state.groups.items())
     add(len(groups), row=("group",) * len(groups), consumer_group=[g for g, _ in groups],
         detail=[s.to_json() for _, s in groups])
@@ -82,7 +80,38 @@ def state_to_table(state: State) -> pa.Table:
             detail=[_encode(g) if g else None
                     for g in map(attrgetter("client_generations"), positions)])
     add(1, row=("meta",), last_update_ts=(state.last_ts,), max_offset=(state.events_applied,))
-    return pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA)
+    return pa.concat_tables([pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA),
+                             _append_rows(state)])
+
+
+def _int64s(values: array) -> pa.Array:
+    """An int64 array from a copy of the bytes (a buffer exported by an `array` would stop
+    the fold from growing it)."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values.tobytes())])
+
+
+def _append_rows(state: State) -> pa.Table:
+    """The `append` rows, built from the queues' arrays without a Python object per value
+    (a checkpoint holds every append ever made)."""
+    parts: dict[str, list[pa.Array]] = {"topic": [], "queue_id": [], "min_offset": [],
+                                        "last_update_ts": [], "store_ts": []}
+    for (topic, qid), q in state.queues.items():
+        n = len(q.append_offset)
+        parts["topic"].append(pa.repeat(pa.scalar(topic, pa.string()), n))
+        parts["queue_id"].append(pa.repeat(pa.scalar(qid, pa.int32()), n))
+        parts["min_offset"].append(_int64s(q.append_offset))
+        parts["last_update_ts"].append(_int64s(q.append_ts))
+        parts["store_ts"].append(_int64s(q.append_store_ts))
+    n = sum(len(a) for a in parts["queue_id"])
+    columns = []
+    for f in CHECKPOINT_SCHEMA:
+        if f.name == "row":
+            columns.append(pa.repeat(pa.scalar("append", pa.string()), n))
+        elif f.name in parts:
+            columns.append(pa.chunked_array(parts[f.name], f.type))
+        else:
+            columns.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(columns, schema=CHECKPOINT_SCHEMA)
 
 
 def _position(r: dict) -> Position:
