@@ -12,6 +12,7 @@ checkpoints); windows are read from the log by `ledger.lag_windows`; the judgeme
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,12 +78,21 @@ def check_at(at_ms: int | None) -> int | None:
 # ----------------------------------------------------------------------------- the appends
 def max_offset_at(q: QueueState | None, at_ms: int) -> int | None:
     """MaxOffset after every append at or before `at_ms`; None while no append is known."""
-    if q is None:
-        return None
-    k = bisect.bisect_right(q.append_ts, at_ms)
-    if k == 0:
-        return None
-    return q.append_offset[k] if k < len(q.append_offset) else q.max_offset
+    return max_offsets_at(q, (at_ms,))[0]
+
+
+def max_offsets_at(q: QueueState | None, times: Sequence[int]) -> list[int | None]:
+    """`max_offset_at` of each of `times` (ascending: each search starts where the last one
+    ended, as a window's entries are in log order)."""
+    if q is None or not q.append_ts:
+        return [None] * len(times)
+    ts, first, n, top = q.append_ts, q.append_offset, len(q.append_offset), q.max_offset
+    out: list[int | None] = []
+    k = 0
+    for t in times:
+        k = bisect.bisect_right(ts, t, k)
+        out.append(None if k == 0 else first[k] if k < n else top)
+    return out
 
 
 def holding_append(q: QueueState | None, offset: int, at_ms: int) -> int | None:
@@ -137,7 +147,8 @@ def lag_document(led: Ledger, scope: LagScope, at_ms: int,
     unknown: NOTFOUND), in name order; its queues in (topic, queue_id) order."""
     rows, seq_to = committed_at(led, at_ms, scope.group)
     keyed = [((g, t, q), committed) for g, t, q, committed, _ in rows if scope.covers((g, t, q))]
-    windows = read_windows(led, [k for k, _ in keyed], seq_to, settings.window)
+    windows = read_windows(led, [k for k, _ in keyed], seq_to, settings.window,
+                           all_groups=scope.group is None)
     groups: dict[str, list[dict[str, Any]]] = {}
     if scope.group is not None:
         groups[scope.group] = []
@@ -151,10 +162,9 @@ def lag_document(led: Ledger, scope: LagScope, at_ms: int,
 def queue_document(q: QueueState | None, key: Key, committed: int, raw: list[Raw], at_ms: int,
                    settings: HealthSettings) -> dict[str, Any]:
     lag, lag_ms = lag_at(q, committed, at_ms)
-    entries = []
-    for ts, offset in raw:
-        max_offset = max_offset_at(q, ts)
-        entries.append(Entry(ts, offset, None if max_offset is None else max(0, max_offset - offset)))
+    entries = [Entry(ts, offset, None if top is None else top - offset if top > offset else 0)
+               for (ts, offset), top in zip(raw, max_offsets_at(q, [ts for ts, _ in raw]),
+                                            strict=True)]
     moved = _moved_past_ts(q, raw[-1], at_ms) if raw else None
     return {
         "topic": key[1], "queue_id": key[2],
@@ -175,3 +185,4 @@ def group_document(group: str, queues: list[dict[str, Any]]) -> dict[str, Any]:
         "complete": full / len(queues) if queues else 0.0,
         "total_lag": sum(q["lag"] for q in known), "max_lag": worst, "queues": queues,
     }
+

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 OK = "OK"
 WARN = "WARN"
@@ -28,10 +29,10 @@ _GROUP_OF_QUEUE = {OK: OK, WARN: WARN, STOP: ERR, STALL: ERR, REWIND: ERR}
 _RANK = {OK: 0, WARN: 1, ERR: 2}
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One commit or sync of a window: when, the group's offset after it, and the lag then
-    (MaxOffset at that ts minus the offset; None while the queue's bounds were unknown)."""
+    (MaxOffset at that ts minus the offset; None while the queue's bounds were unknown).
+    A tuple: a document of every group builds one per commit of every window."""
 
     ts: int
     offset: int
@@ -70,7 +71,7 @@ def queue_status(
     if _rewound(window):
         return REWIND
     lags = [e.lag for e in window if e.lag is not None]
-    if lags and all(v > allowed for v in lags):
+    if lags and min(lags) > allowed:
         if all(e.offset == first.offset for e in window):
             return STALL
         if all(lags[i] >= lags[i - 1] for i in range(1, len(lags))):
