@@ -720,9 +720,22 @@ def lag(
                                help="Commits per window (Burrow's intervals)."),
     allowed_lag: int = typer.Option(0, "--allowed-lag", metavar="N",
                                     help="A lag up to N messages is OK."),
+    since: str = typer.Option(None, "--since", metavar="TIME",
+                              help="With --until and --every: the lag series instead."),
+    until: str = typer.Option(None, "--until", metavar="TIME", help="End of the series."),
+    every: str = typer.Option(None, "--every", metavar="DURATION",
+                              help="Step of the series (ISO-8601, PT1M)."),
     as_json: bool = json_opt(),
 ) -> None:
-    """Lag health (Burrow's OK/WARN/STOP/STALL/REWIND) and exact time lag, now or at any time."""
+    """Lag health (Burrow's OK/WARN/STOP/STALL/REWIND) and exact time lag, now or at any time;
+    or the lag and time lag series of each queue (--since --until --every)."""
+    series = (since, until, every)
+    if any(v is not None for v in series):
+        if any(v is None for v in series) or at_ is not None:
+            raise InvalidInput("a lag series needs all of --since, --until and --every "
+                               "(and no --at)")
+        _lag_series(ctx, group, topic, since, until, every, as_json)  # type: ignore[arg-type]
+        return
     at_ms = time_arg(at_, "--at") if at_ is not None else None
     with open_reader(ctx) as led:
         doc = led.lag(group=group, topic=topic, at_ms=at_ms, window=window,
@@ -731,6 +744,28 @@ def lag(
         emit_json(doc)
     else:
         emit(lag_rows(doc), False, LAG_COLUMNS, empty="no groups with offsets")
+
+
+SERIES_COLUMNS = ("consumer_group", "topic", "queue_id", "ts", "committed_offset", "max_offset",
+                  "lag", "lag_ms")
+
+
+def _lag_series(ctx: typer.Context, group: str | None, topic: str | None, since: str,
+                until: str, every: str, as_json: bool) -> None:
+    since_ms, until_ms = time_arg(since, "--since"), time_arg(until, "--until")
+    every_ms = duration_arg(every, "--every")
+    with open_reader(ctx) as led:
+        now = led.now_ms()
+        doc = led.lag_series(since_ms=now if since_ms is None else since_ms,
+                             until_ms=now if until_ms is None else until_ms,
+                             every_ms=every_ms, group=group, topic=topic)  # type: ignore[arg-type]
+    if as_json:
+        emit_json(doc)
+        return
+    rows = [with_iso({"consumer_group": q["consumer_group"], "topic": q["topic"],
+                      "queue_id": q["queue_id"], **point}, "ts")
+            for q in doc for point in q["series"]]
+    emit(rows, False, SERIES_COLUMNS, empty="no offsets in that span")
 
 
 @app.command()

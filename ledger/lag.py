@@ -20,6 +20,7 @@ from ledger.errors import InvalidInput
 from ledger.lag_health import Entry, HealthSettings, group_status, queue_status
 from ledger.lag_windows import Raw, read_windows
 from ledger.limits import (
+    LAG_SERIES_POINTS_MAX,
     LAG_WINDOW_MAX,
     OFFSET_MAX,
     QUEUE_ID_MAX,
@@ -73,6 +74,20 @@ def health_settings(window: int, allowed_lag: int) -> HealthSettings:
 
 def check_at(at_ms: int | None) -> int | None:
     return None if at_ms is None else check_int(at_ms, "time", 0, TS_MAX)
+
+
+def check_series(since_ms: int, until_ms: int, every_ms: int) -> tuple[int, int, int]:
+    """Checked bounds of a series: since <= until, a step of at least 1 ms, a bounded count."""
+    check_int(since_ms, "since", 0, TS_MAX)
+    check_int(until_ms, "until", 0, TS_MAX)
+    check_int(every_ms, "every", 1, TS_MAX)
+    if until_ms < since_ms:
+        raise InvalidInput(f"invalid until {until_ms}: before since {since_ms}")
+    points = (until_ms - since_ms) // every_ms + 1
+    if points > LAG_SERIES_POINTS_MAX:
+        raise InvalidInput(f"a series of {points} points is too long (at most "
+                           f"{LAG_SERIES_POINTS_MAX}): use a longer step or a shorter span")
+    return since_ms, until_ms, every_ms
 
 
 # ----------------------------------------------------------------------------- the appends
@@ -186,3 +201,30 @@ def group_document(group: str, queues: list[dict[str, Any]]) -> dict[str, Any]:
         "total_lag": sum(q["lag"] for q in known), "max_lag": worst, "queues": queues,
     }
 
+
+def series_document(con: Any, scope: LagScope, since_ms: int, until_ms: int,
+                    every_ms: int) -> list[dict[str, Any]]:
+    """Per queue with an offset in `scope` at some point: its lag and time lag at every point
+    from `since_ms` to `until_ms` by `every_ms` where the group had an offset there (the SQL
+    macro `lag_series`, ledger/lag_sql.py)."""
+    from ledger.view import arrow_result
+
+    cond, params = [], []
+    for column, value in (("consumer_group", scope.group), ("topic", scope.topic)):
+        if value is not None:
+            cond.append(f"{column} = ?")
+            params.append(value)
+    if scope.queue_ids is not None:
+        cond.append(f"queue_id IN ({', '.join(str(q) for q in sorted(scope.queue_ids))})")
+    where = f"WHERE {' AND '.join(cond)}" if cond else ""
+    rows = arrow_result(con.execute(
+        f"SELECT * FROM lag_series({int(since_ms)}, {int(until_ms)}, {int(every_ms)}) {where}",
+        params)).to_pylist()
+    out: list[dict[str, Any]] = []
+    for r in rows:  # ordered by group, topic, queue, ts
+        key = (r.pop("consumer_group"), r.pop("topic"), r.pop("queue_id"))
+        if not out or (out[-1]["consumer_group"], out[-1]["topic"], out[-1]["queue_id"]) != key:
+            out.append({"consumer_group": key[0], "topic": key[1], "queue_id": key[2],
+                        "series": []})
+        out[-1]["series"].append(r)
+    return out

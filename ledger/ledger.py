@@ -522,11 +522,21 @@ class Ledger:
         from ledger.commands import check_read_only_sql
 
         check_read_only_sql(query)
-        view = self._ready_view()
+        view = self._series_view()
         try:
             return arrow_result(view.con.execute(query))
         except Exception as e:  # duckdb raises many types; the message names the problem
             raise InvalidInput(f"sql error: {str(e).splitlines()[0]}") from None
+
+    def _series_view(self) -> View:
+        """The view ready for reads, with the `lag_series` SQL macro (ledger/lag_sql.py)."""
+        from ledger.lag_sql import install_lag_series
+
+        view = self._ready_view()
+        start = self.log.start_seq
+        cps = [c for c in self.log.checkpoints() if c <= start] if start > 0 else []
+        install_lag_series(view.con, self.log.checkpoint_path(cps[-1]) if cps else None)
+        return view
 
     def _query(self, query: str, params: list | None = None) -> list[dict[str, Any]]:
         view = self._ready_view()
@@ -555,6 +565,18 @@ class Ledger:
         scope, settings, at = lag_scope(group, topic), health_settings(window, allowed_lag), check_at(at_ms)
         self._settle_log()
         return lag_document(self, scope, self.now_ms() if at is None else at, settings)
+
+    def lag_series(
+        self, *, since_ms: int, until_ms: int, every_ms: int, group: str | None = None,
+        topic: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Lag and time lag per queue at every `every_ms` from `since_ms` to `until_ms` (for
+        charts): the document of `lag --since --until --every --json`."""
+        from ledger.lag import check_series, lag_scope, series_document
+
+        scope, (since, until, every) = lag_scope(group, topic), check_series(since_ms, until_ms, every_ms)
+        self._check_history_from(since)
+        return series_document(self._series_view().con, scope, since, until, every)
 
     def groups(self) -> list[dict[str, Any]]:
         return self._query(

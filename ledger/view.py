@@ -316,10 +316,12 @@ class View:
             con.unregister("_rows")
 
     def refresh_events(self, segment_paths: Sequence[Path], tail: pa.Table) -> None:
-        """Point the `events` view at the current segments and tail."""
+        """Point the `events` view at the current segments and tail (and `events_raw`, the
+        same without the derived prev_offset, at them too)."""
         self.con.register("events_tail", tail)
         source = segments_source(segment_paths, "events_tail")
         self.con.execute("CREATE OR REPLACE TEMP VIEW events AS " + events_select(source))
+        self.con.execute("CREATE OR REPLACE TEMP VIEW events_raw AS " + source)
 
     def close(self) -> None:
         self.con.close()

@@ -254,3 +254,31 @@ def test_lag_ms_survives_a_reopen_and_log_retention(tmp_path: Path) -> None:
 def test_bad_lag_questions_name_the_bad_value(led: Ledger, kwargs: dict, fragment: str) -> None:
     with pytest.raises(InvalidInput, match=fragment.replace("(", r"\(")):
         led.lag(**kwargs)
+
+
+def test_series_and_lag_at_agree_across_a_broadcast_group_deleted_and_recreated(
+        led: Ledger) -> None:
+    """A delete drops the group's offsets and its clients' (still live ones included); clients
+    committing afterwards start a new life. The SQL series and lag --at give the same offsets
+    at every second."""
+    apply(led, [
+        {"op": "group_set", "group": "b", "mode": "broadcast", "client_timeout": "PT1M",
+         "ts": S},
+        append(0, 100, S, store=0),
+        commit("b", 0, 20, 2 * S, client="c1"),
+        commit("b", 0, 60, 3 * S, client="c2"),
+        {"op": "group_delete", "group": "b", "ts": 4 * S},
+        {"op": "group_set", "group": "b", "mode": "broadcast", "client_timeout": "PT1M",
+         "ts": 5 * S},
+        commit("b", 0, 70, 6 * S, client="c2"),
+        commit("b", 0, 90, 8 * S, client="c3"),
+    ])
+    series = led.lag_series(since_ms=S, until_ms=9 * S, every_ms=S, group="b")
+    points = {p["ts"]: p["committed_offset"] for q in series for p in q["series"]}
+    assert points == {2 * S: 20, 3 * S: 20, 6 * S: 70, 7 * S: 70, 8 * S: 70, 9 * S: 70}
+    for at in range(S, 10 * S, S):
+        (g,) = led.lag(group="b", at_ms=at)
+        assert [q["committed_offset"] for q in g["queues"]] == (
+            [points[at]] if at in points else []), at
+    window = led.lag(group="b", at_ms=9 * S)[0]["queues"][0]["window"]
+    assert [(e["ts"], e["offset"]) for e in window] == [(6 * S, 70), (8 * S, 70)]

@@ -239,3 +239,30 @@ def test_lag_at_equals_a_plain_evaluation_of_the_log_prefix(tmp_path_factory, st
             want = reference(events, at, window, allowed, only)
             got = led.lag(at_ms=at, window=window, allowed_lag=allowed, group=only)
             assert got == want, (at, window, allowed, only)
+
+
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")) // 2, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=streams, data=st.data())
+def test_the_lag_series_in_sql_equals_the_plain_evaluation_at_every_point(
+        tmp_path_factory, stream, data):
+    root = tmp_path_factory.mktemp("lagseries")
+    clock = FakeClock()
+    with Ledger.open(root, clock=clock, segment_events_max=7, checkpoint_interval_events=5,
+                     offsets_retention_ms=RETENTION_MS) as led:
+        run_stream(led, clock, stream)
+        events = led.log.read().to_pylist()
+        every = data.draw(st.sampled_from([1, 999, 30_000, 61_000]), label="every")
+        since = data.draw(st.sampled_from([T0, events[-1]["ts"] - every * 20]), label="since")
+        until = since + every * 30
+        got = {(q["consumer_group"], q["topic"], q["queue_id"], p["ts"]): p
+               for q in led.lag_series(since_ms=since, until_ms=until, every_ms=every)
+               for p in q["series"]}
+        want = {}
+        for at in range(since, until + 1, every):
+            for g in reference(events, at, 1, 0, None):
+                for q in g["queues"]:
+                    want[(g["consumer_group"], q["topic"], q["queue_id"], at)] = {
+                        "ts": at, **{k: q[k] for k in ("committed_offset", "max_offset", "lag",
+                                                       "lag_ms")}}
+        assert got == want
