@@ -5,20 +5,21 @@ and time lag"): the document of `offset-ledger lag --json`, `Ledger.lag`, and th
 Exact, never interpolated: the committed offsets at T come from the state (now) or from
 `Ledger.state_at` (checkpoint + log); MaxOffset at any time and the store time of the message at
 any offset come from the appends every queue keeps (`QueueState.append_*`, carried by
-checkpoints); windows are read from the log by `ledger.lag_windows`; the judgement is
-`ledger.lag_health`, a pure function.
+checkpoints; `ledger.lag_appends`); windows are read from the log by `ledger.lag_windows`; the
+judgement is `ledger.lag_health`, a pure function.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ledger.errors import InvalidInput
-from ledger.lag_health import Entry, HealthSettings, group_status, queue_status
-from ledger.lag_windows import Raw, read_windows
+from ledger.lag_appends import QueueAppends
+from ledger.lag_health import HealthSettings, group_status, queue_status
+from ledger.lag_windows import Window, read_windows
 from ledger.limits import (
     LAG_SERIES_POINTS_MAX,
     LAG_WINDOW_MAX,
@@ -28,7 +29,7 @@ from ledger.limits import (
     check_int,
     check_name,
 )
-from ledger.state import Key, QueueState, snapshot_rows
+from ledger.state import Key, snapshot_rows
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -90,61 +91,6 @@ def check_series(since_ms: int, until_ms: int, every_ms: int) -> tuple[int, int,
     return since_ms, until_ms, every_ms
 
 
-# ----------------------------------------------------------------------------- the appends
-def max_offset_at(q: QueueState | None, at_ms: int) -> int | None:
-    """MaxOffset after every append at or before `at_ms`; None while no append is known."""
-    return max_offsets_at(q, (at_ms,))[0]
-
-
-def max_offsets_at(q: QueueState | None, times: Sequence[int]) -> list[int | None]:
-    """`max_offset_at` of each of `times` (ascending: each search starts where the last one
-    ended, as a window's entries are in log order)."""
-    if q is None or not q.append_ts:
-        return [None] * len(times)
-    ts, first, n, top = q.append_ts, q.append_offset, len(q.append_offset), q.max_offset
-    out: list[int | None] = []
-    k = 0
-    for t in times:
-        k = bisect.bisect_right(ts, t, k)
-        out.append(None if k == 0 else first[k] if k < n else top)
-    return out
-
-
-def holding_append(q: QueueState | None, offset: int, at_ms: int) -> int | None:
-    """Index of the append (at or before `at_ms`) that wrote the message at `offset`; None when
-    no such message was written by then."""
-    if q is None:
-        return None
-    k = bisect.bisect_right(q.append_ts, at_ms)
-    i = bisect.bisect_right(q.append_offset, offset, 0, k) - 1
-    if i < 0:
-        return None
-    end = q.append_offset[i + 1] if i + 1 < len(q.append_offset) else q.max_offset
-    return i if offset < end else None
-
-
-def lag_at(q: QueueState | None, committed: int, at_ms: int) -> tuple[int | None, int | None]:
-    """(lag, lag_ms) of a committed offset at `at_ms`: messages behind MaxOffset, and how long
-    the message at the committed offset has waited since its store time (0 at zero lag; both
-    None while the queue's bounds are unknown)."""
-    max_offset = max_offset_at(q, at_ms)
-    if max_offset is None:
-        return None, None
-    lag = max(0, max_offset - committed)
-    if lag == 0:
-        return 0, 0
-    i = holding_append(q, committed, at_ms)
-    return lag, (None if i is None else at_ms - q.append_store_ts[i])  # type: ignore[union-attr]
-
-
-def _moved_past_ts(q: QueueState | None, last: Raw, at_ms: int) -> int | None:
-    """When the queue first held a message at or after the last entry's offset, no earlier than
-    that entry: since then the consumer has had work waiting (None: not by `at_ms`)."""
-    ts, offset = last
-    i = holding_append(q, offset, at_ms)
-    return None if i is None else max(ts, q.append_ts[i])  # type: ignore[union-attr]
-
-
 # ----------------------------------------------------------------------------- the document
 def committed_at(led: Ledger, at_ms: int, group: str | None) -> tuple[list[tuple], int]:
     """The committed offsets at `at_ms` (rows of `snapshot_rows`) and the seq before which the
@@ -164,30 +110,54 @@ def lag_document(led: Ledger, scope: LagScope, at_ms: int,
     keyed = [((g, t, q), committed) for g, t, q, committed, _ in rows if scope.covers((g, t, q))]
     windows = read_windows(led, [k for k, _ in keyed], seq_to, settings.window,
                            all_groups=scope.group is None)
+    by_queue: dict[tuple[str, int], list[tuple[Key, int]]] = {}
+    for key, committed in keyed:
+        by_queue.setdefault((key[1], key[2]), []).append((key, committed))
+    docs: dict[Key, dict[str, Any]] = {}
+    for queue, members in by_queue.items():
+        appends = QueueAppends(led.state.queues.get(queue), at_ms)
+        docs.update(queue_documents(appends, members, windows, settings))
     groups: dict[str, list[dict[str, Any]]] = {}
     if scope.group is not None:
         groups[scope.group] = []
-    for key, committed in keyed:
-        groups.setdefault(key[0], []).append(
-            queue_document(led.state.queues.get((key[1], key[2])), key, committed,
-                           windows[key], at_ms, settings))
+    for key, _ in keyed:  # in key order
+        groups.setdefault(key[0], []).append(docs[key])
     return [group_document(g, queues) for g, queues in sorted(groups.items())]
 
 
-def queue_document(q: QueueState | None, key: Key, committed: int, raw: list[Raw], at_ms: int,
-                   settings: HealthSettings) -> dict[str, Any]:
-    lag, lag_ms = lag_at(q, committed, at_ms)
-    entries = [Entry(ts, offset, None if top is None else top - offset if top > offset else 0)
-               for (ts, offset), top in zip(raw, max_offsets_at(q, [ts for ts, _ in raw]),
-                                            strict=True)]
-    moved = _moved_past_ts(q, raw[-1], at_ms) if raw else None
-    return {
-        "topic": key[1], "queue_id": key[2],
-        "status": queue_status(entries, lag, at_ms, settings, moved),
-        "committed_offset": committed, "max_offset": max_offset_at(q, at_ms),
-        "lag": lag, "lag_ms": lag_ms, "complete": len(entries) / settings.window,
-        "window": [{"ts": e.ts, "offset": e.offset, "lag": e.lag} for e in entries],
-    }
+def queue_documents(appends: QueueAppends, members: list[tuple[Key, int]],
+                    windows: dict[Key, Window], settings: HealthSettings,
+                    ) -> dict[Key, dict[str, Any]]:
+    """The queue objects of the keys of one queue (`members`: key and committed offset)."""
+    at_ms = appends.at_ms
+    lags, lags_ms = appends.time_lags(np.array([c for _, c in members], np.int64))
+    times = [ts for key, _ in members for ts in windows[key][0]]
+    offsets = [o for key, _ in members for o in windows[key][1]]
+    tops = appends.max_offsets(np.array(times, np.int64))
+    behind = np.maximum(tops - np.array(offsets, np.int64), 0)
+    # each entry's lag: MaxOffset at its ts minus its offset (None before any append)
+    lags_then = behind.tolist() if (tops >= 0).all() else [
+        None if top < 0 else b for top, b in zip(tops.tolist(), behind.tolist(), strict=True)]
+    last = [key for key, _ in members if windows[key][0]]
+    moved = dict(zip(last, appends.moved_past(
+        np.array([windows[k][0][-1] for k in last], np.int64),
+        np.array([windows[k][1][-1] for k in last], np.int64)), strict=True))
+    top_now = appends.max_offset
+    out = {}
+    i = 0
+    for (key, committed), lag, lag_ms in zip(members, lags, lags_ms, strict=True):
+        n = len(windows[key][0])
+        entries = list(zip(times[i:i + n], offsets[i:i + n], lags_then[i:i + n], strict=True))
+        i += n
+        out[key] = {
+            "topic": key[1], "queue_id": key[2],
+            "status": queue_status(entries, lag, at_ms, settings, moved.get(key)),
+            "committed_offset": committed, "max_offset": top_now,
+            "lag": lag, "lag_ms": lag_ms, "complete": n / settings.window,
+            "window": [{"ts": ts, "offset": offset, "lag": e_lag}
+                       for ts, offset, e_lag in entries],
+        }
+    return out
 
 
 def group_document(group: str, queues: list[dict[str, Any]]) -> dict[str, Any]:
@@ -202,13 +172,23 @@ def group_document(group: str, queues: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def series_document(con: Any, scope: LagScope, since_ms: int, until_ms: int,
+def series_document(led: Ledger, scope: LagScope, since_ms: int, until_ms: int,
                     every_ms: int) -> list[dict[str, Any]]:
     """Per queue with an offset in `scope` at some point: its lag and time lag at every point
-    from `since_ms` to `until_ms` by `every_ms` where the group had an offset there (the SQL
-    macro `lag_series`, ledger/lag_sql.py)."""
-    from ledger.view import arrow_result
+    from `since_ms` to `until_ms` by `every_ms` where the group had an offset there: the SQL
+    macro (ledger/lag_sql.py) over the checkpoint at or before `since_ms` and the log after it."""
+    from ledger.lag_sql import install_lag_series
+    from ledger.view import arrow_result, segments_source
 
+    con = led._series_view().con  # events_tail registered, the log's seal listed
+    start = led._first_seq_after(since_ms)
+    cps = [c for c in led.log.checkpoints() if c <= start]
+    seq_from = cps[-1] if cps else led.log.start_seq
+    paths = [s.path for s in led.log.segments() if s.end_seq > seq_from]
+    con.execute("CREATE OR REPLACE TEMP VIEW lag_series_from_events AS SELECT * FROM ("
+                f"{segments_source(paths, 'events_tail')}) WHERE seq >= {int(seq_from)}")
+    install_lag_series(con, led.log.checkpoint_path(seq_from) if cps else None,
+                       events="lag_series_from_events", name="lag_series_from")
     cond, params = [], []
     for column, value in (("consumer_group", scope.group), ("topic", scope.topic)):
         if value is not None:
@@ -217,9 +197,10 @@ def series_document(con: Any, scope: LagScope, since_ms: int, until_ms: int,
     if scope.queue_ids is not None:
         cond.append(f"queue_id IN ({', '.join(str(q) for q in sorted(scope.queue_ids))})")
     where = f"WHERE {' AND '.join(cond)}" if cond else ""
+    only = "" if scope.group is None else ", only_group := ?"
     rows = arrow_result(con.execute(
-        f"SELECT * FROM lag_series({int(since_ms)}, {int(until_ms)}, {int(every_ms)}) {where}",
-        params)).to_pylist()
+        f"SELECT * FROM lag_series_from({int(since_ms)}, {int(until_ms)}, {int(every_ms)}{only}) "
+        f"{where}", ([scope.group] if scope.group is not None else []) + params)).to_pylist()
     out: list[dict[str, Any]] = []
     for r in rows:  # ordered by group, topic, queue, ts
         key = (r.pop("consumer_group"), r.pop("topic"), r.pop("queue_id"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 OK = "OK"
 WARN = "WARN"
@@ -29,14 +28,10 @@ _GROUP_OF_QUEUE = {OK: OK, WARN: WARN, STOP: ERR, STALL: ERR, REWIND: ERR}
 _RANK = {OK: 0, WARN: 1, ERR: 2}
 
 
-class Entry(NamedTuple):
-    """One commit or sync of a window: when, the group's offset after it, and the lag then
-    (MaxOffset at that ts minus the offset; None while the queue's bounds were unknown).
-    A tuple: a document of every group builds one per commit of every window."""
-
-    ts: int
-    offset: int
-    lag: int | None
+# One commit or sync of a window: (ts, the group's offset after it, the lag then: MaxOffset at
+# that ts minus the offset, None while the queue's bounds were unknown). A plain tuple: the
+# document of every group builds one per entry of every window.
+Entry = tuple[int, int, "int | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,29 +59,30 @@ def queue_status(
         return OK
     if not window:
         return OK
-    first, last = window[0], window[-1]
+    first_ts, first_offset, _ = window[0]
     if (lag is not None and moved_past_ts is not None
-            and at_ms - moved_past_ts > last.ts - first.ts):
+            and at_ms - moved_past_ts > window[-1][0] - first_ts):
         return STOP
-    if _rewound(window):
+    offsets = [offset for _, offset, _ in window]
+    if _rewound(offsets):
         return REWIND
-    lags = [e.lag for e in window if e.lag is not None]
+    lags = [e_lag for _, _, e_lag in window if e_lag is not None]
     if lags and min(lags) > allowed:
-        if all(e.offset == first.offset for e in window):
+        if offsets.count(first_offset) == len(offsets):
             return STALL
         if all(lags[i] >= lags[i - 1] for i in range(1, len(lags))):
             return WARN
     return OK
 
 
-def _rewound(window: Sequence[Entry]) -> bool:
-    """Some entry fell below its predecessor and no later entry climbed back to that height:
+def _rewound(offsets: Sequence[int]) -> bool:
+    """Some offset fell below its predecessor and no later one climbed back to that height:
     a rewind the consumer has since made good is over."""
     highest_after = -1
-    for i in range(len(window) - 1, 0, -1):
-        if window[i].offset < window[i - 1].offset and highest_after < window[i - 1].offset:
+    for i in range(len(offsets) - 1, 0, -1):
+        if offsets[i] < offsets[i - 1] and highest_after < offsets[i - 1]:
             return True
-        highest_after = max(highest_after, window[i].offset)
+        highest_after = max(highest_after, offsets[i])
     return False
 
 

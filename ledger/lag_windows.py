@@ -6,17 +6,20 @@ on the queue (expired, deleted, not yet assigned). Each entry is (ts, the group'
 after the event).
 
 Read backwards in ranges that start at checkpoints, newest first, and only as far back as the
-windows reach: the range from the newest checkpoint before T, then ranges twice as many
-checkpoints long each time, for the keys still short of N entries. A key is done when it has N
-entries, when a range holds its window's start, or when the checkpoint opening a range shows no
-offset for it (its life began in that range). So a query reads about N commits per key of log
-(the last ones), never the whole ledger, and a handful of queries.
+windows reach: the range from the newest checkpoint at least `FIRST_RANGE_EVENTS` before T,
+then ranges twice as many checkpoints long each time, for the keys still short of N entries.
+A key is done when it has N entries, when a range holds its window's start, or when the
+checkpoint opening a range shows no offset for it (its life began in that range). So a query
+reads about N commits per key of log (the last ones), never the whole ledger, in a handful of
+queries.
 
-Groups that cluster throughout a range (nearly all) take one DuckDB query over it, which also
-cuts each window at its start (`WINDOW_SQL`); the group's offset after a commit is the commit's
-offset. A group in broadcast mode at the range's checkpoint, or set to it inside the range, is
-folded event by event from that checkpoint with the ledger's own fold (`State.apply`), its
-offset after each commit being the minimum over live clients, as `State.committed` says.
+Groups that cluster throughout a range (nearly all) take one DuckDB scan of it for their entry
+and window-start events, cut per key with numpy (`_cut`); the group's offset after a commit is
+the commit's offset, and in clustering mode a reset, delete, expiry or first assignment is
+exactly a window's start. A group in broadcast mode at the range's checkpoint, or set to it
+inside the range, is folded event by event from that checkpoint with the ledger's own fold
+(`State.apply`), its offset after each commit being the minimum over live clients, as
+`State.committed` says.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ledger.checkpoint import CHECKPOINT_SCHEMA, table_to_state
 from ledger.state import Key, State
@@ -36,36 +41,28 @@ if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
 ENTRY_KINDS = ("commit", "sync")
+START_KINDS = ("reset", "delete", "expire", "initial")
 
-# Per key: its newest `window` entry or window-start events (newest first: max_by keeps the n
-# largest with a heap, no sort of the range), cut at the start in Python; per group (null
-# topic): whether it was in broadcast mode at the checkpoint or set to it in the range (those
-# groups are folded instead). In clustering mode a reset, delete, expiry or first assignment
-# is exactly a window's start: the offset moved on purpose, or its life ended or began.
-WINDOW_SQL = """
-SELECT consumer_group, topic, queue_id,
-       max_by(ts, seq, {window}) FILTER (WHERE kind IN {kinds}) AS ts,
-       max_by("offset", seq, {window}) FILTER (WHERE kind IN {kinds}) AS offsets,
-       max_by(kind, seq, {window}) FILTER (WHERE kind IN {kinds}) AS kinds,
-       coalesce(bool_or(mode = 'broadcast'), false) AS broadcast,
-       coalesce(bool_or(seq < 0 AND mode = 'broadcast'), false) AS broadcast_at_start
-FROM (
-    SELECT consumer_group, topic, queue_id, seq, ts, kind, "offset",
-           CASE WHEN kind = 'group_config' THEN json_extract_string(detail, '$.mode') END AS mode
-    FROM ({source}) src
-    WHERE seq >= {seq_from} AND seq < {seq_to} {group_cond}
-      AND kind IN ('commit', 'sync', 'reset', 'delete', 'expire', 'initial', 'group_config')
-    UNION ALL
-    SELECT consumer_group, NULL, NULL, -1, NULL, 'checkpoint', NULL,
-           json_extract_string(detail, '$.mode')
-    FROM {checkpoint} WHERE "row" = 'group' {group_cond}
-)
-GROUP BY ALL
+# The clustering groups' entry and window-start events of a range, in log order.
+EVENTS_SQL = """
+SELECT consumer_group, topic, queue_id, ts, kind, "offset"
+FROM ({source}) src
+WHERE seq >= {seq_from} AND seq < {seq_to} AND topic IS NOT NULL {group_cond}
+  AND kind IN ('commit', 'sync', 'reset', 'delete', 'expire', 'initial')
+ORDER BY seq
 """
-WINDOW_KINDS = "('commit', 'sync', 'reset', 'delete', 'expire', 'initial')"
-# Above this many groups a range is read for every group (a filter by a long list of names
-# costs more than the rows it saves).
-GROUP_FILTER_MAX = 20
+
+# Groups in broadcast mode at the checkpoint (at_start) or set to it in the range.
+BROADCAST_SQL = """
+SELECT consumer_group, bool_or(seq < 0) AS at_start FROM (
+    SELECT consumer_group, seq FROM ({source}) src
+    WHERE seq >= {seq_from} AND seq < {seq_to} AND kind = 'group_config' {group_cond}
+      AND json_extract_string(detail, '$.mode') = 'broadcast'
+    UNION ALL
+    SELECT consumer_group, -1 FROM {checkpoint}
+    WHERE "row" = 'group' AND json_extract_string(detail, '$.mode') = 'broadcast' {group_cond}
+) GROUP BY ALL
+"""
 
 # Keys with an offset at the checkpoint: the group's own, or (in broadcast mode then) a client's.
 HOLDERS_SQL = """
@@ -87,7 +84,14 @@ WHERE seq >= {seq_from} AND seq < {seq_to} {group_cond}
 ORDER BY seq
 """
 
-Raw = tuple[int, int]  # (ts, offset) of one entry
+# Above this many groups a range is read for every group (a filter by a long list of names
+# costs more than the rows it saves).
+GROUP_FILTER_MAX = 20
+# The first range spans at least this many events (a query's cost is mostly fixed, and the
+# newest checkpoint may be just before T: a writer checkpoints as it closes).
+FIRST_RANGE_EVENTS = 250_000
+
+Window = tuple[list[int], list[int]]  # (ts, offset) of each entry, oldest first
 
 
 class _Reading:
@@ -96,15 +100,18 @@ class _Reading:
     def __init__(self, keys: Iterable[Key], window: int) -> None:
         self.window = window
         self.todo: set[Key] = set(keys)
-        self.entries: dict[Key, list[Raw]] = {}
+        self.entries: dict[Key, Window] = {}
 
-    def prepend(self, key: Key, older: list[Raw], started: bool) -> None:
+    def prepend(self, key: Key, ts: list[int], offsets: list[int], started: bool) -> None:
         """Entries of an earlier range; `started`: the window's start lies in that range."""
-        got = older + self.entries[key] if key in self.entries else older
-        if len(got) > self.window:
-            got = got[-self.window:]
-        self.entries[key] = got
-        if started or len(got) >= self.window:
+        later = self.entries.get(key)
+        if later is not None:
+            ts, offsets = ts + later[0], offsets + later[1]
+        n = len(ts)
+        if n > self.window:
+            ts, offsets = ts[n - self.window:], offsets[n - self.window:]
+        self.entries[key] = (ts, offsets)
+        if started or n >= self.window:
             self.todo.discard(key)
 
 
@@ -141,28 +148,30 @@ def _names(groups: Iterable[str]) -> str:
 
 
 def read_windows(led: Ledger, keys: Iterable[Key], seq_to: int, window: int,
-                 all_groups: bool = False) -> dict[Key, list[Raw]]:
+                 all_groups: bool = False) -> dict[Key, Window]:
     """The window of every key in `keys` made of events before `seq_to`: at most `window`
-    (ts, offset) entries each, oldest first. `all_groups`: the keys are every key with an
-    offset (the first range then needs no group filter)."""
+    entries each, oldest first. `all_groups`: the keys are every key with an offset (the first
+    range then needs no group filter)."""
     reading = _Reading(keys, window)
     wanted = set(reading.todo)
     starts = _range_starts(led, seq_to)
     cps = set(led.log.checkpoints())
-    hi, span = seq_to, 1
+    hi = seq_to
+    # checkpoints per range: enough for the first range's events, then 2, 4, 8 ...
+    take, next_take = len([s for s in starts if s > seq_to - FIRST_RANGE_EVENTS]) + 1, 2
     while reading.todo and starts:
-        lo = starts[max(0, len(starts) - span)]
-        del starts[max(0, len(starts) - span):]
-        groups = sorted({k[0] for k in reading.todo})
-        if len(groups) > GROUP_FILTER_MAX or (all_groups and hi == seq_to):
+        lo = starts[max(0, len(starts) - take)]
+        del starts[max(0, len(starts) - take):]
+        groups: list[str] | None = sorted({k[0] for k in reading.todo})
+        if len(groups) > GROUP_FILTER_MAX or (all_groups and hi == seq_to):  # type: ignore[arg-type]
             groups = None
         part = _Range(led, lo, hi, led.log.checkpoint_path(lo) if lo in cps else None)
         try:
             _read_range(part, reading, groups)
         finally:
             part.close()
-        hi, span = lo, span * 2
-    return {k: reading.entries.get(k, []) for k in wanted}
+        hi, take, next_take = lo, next_take, next_take * 2
+    return {k: reading.entries.get(k, ([], [])) for k in wanted}
 
 
 def _range_starts(led: Ledger, seq_to: int) -> list[int]:
@@ -176,32 +185,14 @@ def _range_starts(led: Ledger, seq_to: int) -> list[int]:
 
 
 def _read_range(part: _Range, reading: _Reading, groups: list[str] | None) -> None:
-    rows = part.fetch(WINDOW_SQL, groups, window=reading.window, kinds=WINDOW_KINDS)
-    folded: set[str] = set()
-    at_start: set[str] = set()
-    for g, t, broadcast, first in zip(rows["consumer_group"], rows["topic"], rows["broadcast"],
-                                      rows["broadcast_at_start"], strict=True):
-        if t is None and broadcast:
-            folded.add(g)
-            if first:
-                at_start.add(g)
+    modes = part.fetch(BROADCAST_SQL, groups)
+    folded = set(modes["consumer_group"])
+    at_start = {g for g, first in zip(modes["consumer_group"], modes["at_start"], strict=True)
+                if first}
     todo = reading.todo
-    for g, t, q, ts, offsets, kinds in zip(
-        rows["consumer_group"], rows["topic"], rows["queue_id"], rows["ts"], rows["offsets"],
-        rows["kinds"], strict=True,
-    ):
-        key = (g, t, q)
-        if key not in todo or g in folded or not kinds:
-            continue
-        found: list[Raw] = []
-        started = False
-        for i, kind in enumerate(kinds):  # newest first
-            if kind not in ENTRY_KINDS:
-                started = True
-                break
-            found.append((ts[i], offsets[i]))
-        found.reverse()
-        reading.prepend(key, found, started)
+    for key, ts, offsets, started in _cut(part.table(EVENTS_SQL, groups), reading.window):
+        if key in todo and key[0] not in folded:
+            reading.prepend(key, ts, offsets, started)
     if folded & {k[0] for k in todo}:
         _fold_range(part, reading, sorted(folded))
     if todo:  # keys the checkpoint shows without an offset began their life in the range
@@ -210,7 +201,48 @@ def _read_range(part: _Range, reading: _Reading, groups: list[str] | None) -> No
         have = set(zip(holders["consumer_group"], holders["topic"], holders["queue_id"],
                        strict=True))
         for key in [k for k in todo if k not in have]:
-            reading.prepend(key, [], True)
+            reading.prepend(key, [], [], True)
+
+
+def _cut(events: pa.Table, window: int) -> Iterable[tuple[Key, list[int], list[int], bool]]:
+    """Per key of `events` (in log order): the entries after the newest window start among its
+    last `window` events, and whether there was one. Column-wise: keys coded as integers, one
+    stable sort, boundaries and ranks from the end with numpy; Python only per key."""
+    n = events.num_rows
+    if n == 0:
+        return
+    groups = pc.dictionary_encode(events.column("consumer_group").combine_chunks())
+    topics = pc.dictionary_encode(events.column("topic").combine_chunks())
+    queues = events.column("queue_id").to_numpy().astype(np.int64)
+    g_codes = groups.indices.to_numpy().astype(np.int64)
+    t_codes = topics.indices.to_numpy().astype(np.int64)
+    code = (g_codes * len(topics.dictionary) + t_codes) * (int(queues.max()) + 1) + queues
+    order = np.argsort(code, kind="stable")  # by key, log order within a key
+    code = code[order]
+    first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+    last = np.r_[first[1:], n] - 1
+    group_of = np.repeat(np.arange(len(first)), np.diff(np.r_[first, n]))
+    index = np.arange(n)
+    recent = last[group_of] - index < window  # among the key's last `window` events
+    starts = pc.is_in(events.column("kind"), value_set=pa.array(START_KINDS)).to_numpy(
+        zero_copy_only=False)[order] & recent
+    # per row, the position of the newest start so far in its key (first - 1: none yet)
+    newest = np.maximum.accumulate(np.where(starts, index, first[group_of] - 1))
+    cut = newest[last]
+    keep = recent & ~starts & (index > cut[group_of])
+    ts = events.column("ts").to_numpy()[order]
+    offsets = pc.fill_null(events.column("offset"), -1).to_numpy()[order]  # null: starts
+    g_names, t_names = groups.dictionary.to_pylist(), topics.dictionary.to_pylist()
+    kept = np.flatnonzero(keep)
+    bounds = np.searchsorted(kept, first).tolist() + [len(kept)]
+    ts_kept, offsets_kept = ts[kept].tolist(), offsets[kept].tolist()
+    rows = order[first]
+    for i, (g, t, q, fi, cu) in enumerate(zip(
+        g_codes[rows].tolist(), t_codes[rows].tolist(), queues[rows].tolist(), first.tolist(),
+        cut.tolist(), strict=True,
+    )):
+        a, b = bounds[i], bounds[i + 1]
+        yield (g_names[g], t_names[t], q), ts_kept[a:b], offsets_kept[a:b], cu >= fi
 
 
 def has_offset(state: State, key: Key) -> bool:
@@ -231,7 +263,7 @@ def _fold_range(part: _Range, reading: _Reading, groups: list[str]) -> None:
     state = part.state(groups)
     events = part.fetch(FOLD_SQL, groups)
     todo = reading.todo
-    found: dict[Key, list[Raw]] = {}
+    found: dict[Key, Window] = {}
     started: set[Key] = set()
     by_group: dict[str, list[Key]] = {}
     for key in todo:
@@ -245,19 +277,22 @@ def _fold_range(part: _Range, reading: _Reading, groups: list[str]) -> None:
         if t is None:  # the group's settings changed: which offsets count may have too
             for key in by_group.get(g, ()):
                 if not has_offset(state, key):
-                    found[key] = []
+                    found[key] = ([], [])
                     started.add(key)
             continue
         key = (g, t, q)
         if key not in todo:
             continue
         if kind in ("reset", "delete") or not has_offset(state, key):
-            found[key] = []
+            found[key] = ([], [])
             started.add(key)
         elif kind in ENTRY_KINDS:
             committed = state.committed(key, ts)
             if committed is not None:
-                found.setdefault(key, []).append((ts, committed))
+                entries = found.setdefault(key, ([], []))
+                entries[0].append(ts)
+                entries[1].append(committed)
     members = set(groups)
     for key in [k for k in todo if k[0] in members]:
-        reading.prepend(key, found.get(key, []), key in started)
+        ts_list, offsets = found.get(key, ([], []))
+        reading.prepend(key, ts_list, offsets, key in started)

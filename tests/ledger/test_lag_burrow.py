@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.lag_health import ERR, Entry, HealthSettings, queue_status
+from ledger.lag_health import ERR, HealthSettings, queue_status
 from tests.cli.conftest import Cli
 from tests.conftest import FakeClock
 from tests.ledger.burrow_cases import CASES, BurrowCase
@@ -63,7 +63,7 @@ def test_burrow_case_built_as_a_ledger(tmp_path: Path, case: BurrowCase) -> None
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"burrow-{c.number}")
 def test_burrow_case_through_the_pure_evaluator(case: BurrowCase) -> None:
     """The same judgement from the data alone; a status that differs from Burrow's says why."""
-    entries = [Entry(ts, offset, lag) for ts, offset, lag in case.entries]
+    entries = list(case.entries)
     last = case.entries[-1]
     # the queue moved past the last commit at it (lag then) or at the first append after it
     moved = last[0] if last[2] > 0 else (case.appends_after[0][0] if case.appends_after else None)
