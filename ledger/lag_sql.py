@@ -1,14 +1,18 @@
-"""The lag series in SQL: `SELECT * FROM lag_series(since_ms, until_ms, every_ms)` in the view's
-DuckDB connection (`offset-ledger sql`, `Ledger.sql`), and what `lag --since --until --every`
-prints (`Ledger.lag_series`), one row per group, queue and point in time.
+"""The lag series in SQL: `SELECT * FROM lag_series(since_ms, until_ms, every_ms)` (optionally
+`only_group := 'G'`) in the view's DuckDB connection (`offset-ledger sql`, `Ledger.sql`), and
+what `lag --since --until --every` prints (`Ledger.lag_series`), one row per group, queue and
+point in time.
 
 At each point t: the group's committed offset as `state_at(ts=t)` gives it (the newest event
-setting it at or before t, over the checkpoint at the log start; for a broadcast group the
+setting it at or before t, over the checkpoint the events start at; for a broadcast group the
 minimum over clients seen within its client timeout at t), MaxOffset where the appends up to t
 ended, lag, and the time lag: t minus the store time of the append holding the committed offset
 (0 at zero lag, null where the bounds are unknown). As a grid rather than a point: every
 "newest at or before t" is an ASOF join of the points with events pre-aggregated per ts.
-Reads every event of the log (an analyst's question); `Ledger.lag` answers a point without.
+
+The SQL macro reads the whole log over the checkpoint at its start (an analyst's question);
+`Ledger.lag_series` instantiates the same text over the checkpoint at or before `since` and the
+log from there (`install_lag_series(..., name=...)`). `Ledger.lag` answers a point without it.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from typing import Any
 from ledger.timeline import EMPTY_CHECKPOINT, quote
 
 LAG_SERIES_MACRO = """
-CREATE OR REPLACE TEMP MACRO lag_series(since_ms, until_ms, every_ms) AS TABLE
+CREATE OR REPLACE TEMP MACRO {name}(since_ms, until_ms, every_ms, only_group := NULL) AS TABLE
 WITH
 points AS (SELECT unnest(range(since_ms::BIGINT, until_ms::BIGINT + 1, every_ms::BIGINT)) AS t),
 ev AS (
     SELECT seq, ts, kind, consumer_group, topic, queue_id, "offset", client_id, detail
-    FROM events_raw
+    FROM {events}
     WHERE ts <= until_ms::BIGINT AND consumer_group IS NOT NULL AND kind <> 'reset_refused'
+      AND (only_group IS NULL OR consumer_group = only_group)
+),
+cp AS (
+    SELECT * FROM {checkpoint} WHERE only_group IS NULL OR consumer_group = only_group
 ),
 -- a group's settings over time (a group delete restores the defaults); the log start's first
 cfg AS (
@@ -39,7 +47,7 @@ cfg AS (
     UNION ALL
     SELECT consumer_group, -1, -1, json_extract_string(detail, '$.mode'),
            CAST(json_extract(detail, '$.client_timeout_ms') AS BIGINT)
-    FROM log_start_checkpoint WHERE "row" = 'group'
+    FROM cp WHERE "row" = 'group'
 ),
 -- each key event in the mode its group had when it was appended: a client's event of a group
 -- in broadcast mode moves that client's offset (ckey), any other the group's own ('')
@@ -56,14 +64,14 @@ setting AS (
     GROUP BY ALL
     UNION ALL
     SELECT consumer_group, topic, queue_id, coalesce(client_id, ''), -1, committed, -1
-    FROM log_start_checkpoint WHERE "row" IN ('position', 'client')
+    FROM cp WHERE "row" IN ('position', 'client')
 ),
 activity AS (
     SELECT DISTINCT consumer_group, topic, queue_id, ckey, ts FROM kev
     WHERE kind IN ('commit', 'pull', 'initial') AND ckey <> ''
     UNION
     SELECT consumer_group, topic, queue_id, client_id, last_active_ts
-    FROM log_start_checkpoint WHERE "row" = 'client'
+    FROM cp WHERE "row" = 'client'
 ),
 deletes AS (
     SELECT consumer_group, topic, queue_id, ts, max(seq) AS seq
@@ -139,10 +147,12 @@ ORDER BY l.consumer_group, l.topic, l.queue_id, l.t
 """
 
 
-def install_lag_series(con: Any, start_checkpoint: Path | None) -> None:
-    """(Re)create `lag_series` on a view connection whose `events_raw` is current, over the
-    checkpoint at the log start (None: the log starts at seq 0)."""
-    source = (f"SELECT * FROM read_parquet({quote(str(start_checkpoint))})"
-              if start_checkpoint is not None else f"SELECT * FROM {EMPTY_CHECKPOINT}")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW log_start_checkpoint AS {source}")
-    con.execute(LAG_SERIES_MACRO)
+def install_lag_series(con: Any, checkpoint: Path | None, events: str = "events_raw",
+                       name: str = "lag_series") -> None:
+    """(Re)create the macro `name` on a view connection over the relation `events` (which must
+    exist: a macro binds its names when created) and `checkpoint`, the state where those
+    events start (None: they start at seq 0)."""
+    source = (f"SELECT * FROM read_parquet({quote(str(checkpoint))})"
+              if checkpoint is not None else f"SELECT * FROM {EMPTY_CHECKPOINT}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_checkpoint AS {source}")
+    con.execute(LAG_SERIES_MACRO.format(name=name, events=events, checkpoint=f"{name}_checkpoint"))

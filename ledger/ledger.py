@@ -576,7 +576,7 @@ class Ledger:
 
         scope, (since, until, every) = lag_scope(group, topic), check_series(since_ms, until_ms, every_ms)
         self._check_history_from(since)
-        return series_document(self._series_view().con, scope, since, until, every)
+        return series_document(self, scope, since, until, every)
 
     def groups(self) -> list[dict[str, Any]]:
         return self._query(
