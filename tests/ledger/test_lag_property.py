@@ -5,8 +5,11 @@ folds it in plain dicts, sharing no code with ledger/lag*.py or the fold."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -221,16 +224,22 @@ def judge(win: list[dict], lag: int | None, at: int, allowed: int, moved: int | 
     return "OK"
 
 
-@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(stream=streams, data=st.data())
-def test_lag_at_equals_a_plain_evaluation_of_the_log_prefix(tmp_path_factory, stream, data):
-    root = tmp_path_factory.mktemp("lagprop")
+@contextlib.contextmanager
+def built(root: Path, stream: list) -> Iterator[tuple[Ledger, FakeClock, list[dict[str, Any]]]]:
+    """The stream applied to a ledger of small segments and frequent checkpoints (so windows
+    span several ranges), and its events."""
     clock = FakeClock()
     with Ledger.open(root, clock=clock, segment_events_max=7, checkpoint_interval_events=5,
                      offsets_retention_ms=RETENTION_MS) as led:
         run_stream(led, clock, stream)
-        events = led.log.read().to_pylist()
+        yield led, clock, led.log.read().to_pylist()
+
+
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=streams, data=st.data())
+def test_lag_at_equals_a_plain_evaluation_of_the_log_prefix(tmp_path_factory, stream, data):
+    with built(tmp_path_factory.mktemp("lagprop"), stream) as (led, clock, events):
         times = sorted({e["ts"] for e in events} | {T0 - 1, clock.now + 90_000})
         window = data.draw(st.integers(1, 6), label="window")
         allowed = data.draw(st.sampled_from([0, 5, 30]), label="allowed_lag")
@@ -246,12 +255,7 @@ def test_lag_at_equals_a_plain_evaluation_of_the_log_prefix(tmp_path_factory, st
 @given(stream=streams, data=st.data())
 def test_the_lag_series_in_sql_equals_the_plain_evaluation_at_every_point(
         tmp_path_factory, stream, data):
-    root = tmp_path_factory.mktemp("lagseries")
-    clock = FakeClock()
-    with Ledger.open(root, clock=clock, segment_events_max=7, checkpoint_interval_events=5,
-                     offsets_retention_ms=RETENTION_MS) as led:
-        run_stream(led, clock, stream)
-        events = led.log.read().to_pylist()
+    with built(tmp_path_factory.mktemp("lagseries"), stream) as (led, _, events):
         every = data.draw(st.sampled_from([1, 999, 30_000, 61_000]), label="every")
         since = data.draw(st.sampled_from([T0, events[-1]["ts"] - every * 20]), label="since")
         until = since + every * 30
