@@ -12,6 +12,7 @@ judgement is `ledger.lag_health`, a pure function.
 from __future__ import annotations
 
 import gc
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,19 +63,21 @@ def lag_scope(group: str | None, topic: str | None) -> LagScope:
         return LagScope(group, name)
     queue_ids: set[int] = set()
     for part in ids.split(","):
-        if not part.strip().isdigit() or int(part) > QUEUE_ID_MAX:
-            raise InvalidInput(f"invalid --topic {topic!r}: use T or T:0,2 (queue ids from 0 to "
-                               f"{QUEUE_ID_MAX})")
+        if re.fullmatch(r"[0-9]{1,10}", part.strip()) is None or int(part) > QUEUE_ID_MAX:
+            raise InvalidInput(f"invalid topic filter {topic!r}: use T or T:0,2 (queue ids from "
+                               f"0 to {QUEUE_ID_MAX})")
         queue_ids.add(int(part))
     return LagScope(group, name, frozenset(queue_ids))
 
 
 def health_settings(window: int, allowed_lag: int) -> HealthSettings:
+    """Checked settings: a window of 1 to LAG_WINDOW_MAX entries, a lag allowed from 0."""
     return HealthSettings(check_int(window, "window", 1, LAG_WINDOW_MAX),
                           check_int(allowed_lag, "allowed lag", 0, OFFSET_MAX))
 
 
 def check_at(at_ms: int | None) -> int | None:
+    """A checked ledger time (None: now)."""
     return None if at_ms is None else check_int(at_ms, "time", 0, TS_MAX)
 
 

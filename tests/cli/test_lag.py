@@ -89,7 +89,7 @@ def test_lag_series_json_and_text(lagging: Cli) -> None:
     (["--window", "-1"], ["invalid window -1"]),
     (["--window", "0"], ["invalid window 0"]),
     (["--allowed-lag", "-5"], ["invalid allowed lag -5"]),
-    (["--topic", "orders:x"], ["invalid --topic 'orders:x'"]),
+    (["--topic", "orders:x"], ["invalid topic filter 'orders:x'"]),
     (["--topic", "bad topic"], ["invalid topic 'bad topic'"]),
     (["--at", "yesterday"], ["--at", "'yesterday'"]),
     (["--since", "0", "--until", "5000"], ["--since, --until and --every"]),
