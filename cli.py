@@ -656,7 +656,8 @@ def emit_plan(doc: dict[str, Any], as_json: bool, export: bool) -> None:
 
 # ---------------------------------------------------------------------- reads
 PROGRESS_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "committed_offset",
-                    "pulled_offset", "lag", "inflight", "ready", "generation", "last_update")
+                    "pulled_offset", "lag", "lag_ms", "inflight", "ready", "generation",
+                    "last_update")
 
 
 @app.command()
@@ -670,6 +671,80 @@ def progress(
     with open_reader(ctx) as led:
         rows = [with_iso(r, "last_update") for r in led.progress(group, topic)]
     emit(rows, as_json, PROGRESS_COLUMNS, empty=f"no offsets for group {group!r}")
+
+
+LAG_COLUMNS = ("consumer_group", "group_status", "topic", "queue_id", "status",
+               "committed_offset", "max_offset", "lag", "lag_ms", "complete")
+
+
+def lag_rows(doc: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lag document as a table: a row per queue (a group without queues: one row)."""
+    rows = []
+    for g in doc:
+        head = {"consumer_group": g["consumer_group"], "group_status": g["status"]}
+        rows += [{**head, **{c: q[c] for c in LAG_COLUMNS[2:]}} for q in g["queues"]] or [head]
+    return rows
+
+
+@app.command()
+def lag(
+    ctx: typer.Context,
+    group: str = typer.Option(None, "--group", help="Only this group (NOTFOUND if it has no "
+                                                     "offsets)."),
+    topic: str = typer.Option(None, "--topic", metavar="T|T:0,2",
+                              help="Only this topic (or these queues of it)."),
+    at_: str = typer.Option(None, "--at", metavar="TIME",
+                            help="Judge as of this ledger time (default now)."),
+    window: int = typer.Option(10, "--window", metavar="N",
+                               help="Commits per window (Burrow's intervals)."),
+    allowed_lag: int = typer.Option(0, "--allowed-lag", metavar="N",
+                                    help="A lag up to N messages is OK."),
+    since: str = typer.Option(None, "--since", metavar="TIME",
+                              help="With --until and --every: the lag series instead."),
+    until: str = typer.Option(None, "--until", metavar="TIME", help="End of the series."),
+    every: str = typer.Option(None, "--every", metavar="DURATION",
+                              help="Step of the series (ISO-8601, PT1M)."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Lag health (Burrow's OK/WARN/STOP/STALL/REWIND) and exact time lag, now or at any time;
+    or the lag and time lag series of each queue (--since --until --every)."""
+    series = (since, until, every)
+    if any(v is not None for v in series):
+        if any(v is None for v in series) or at_ is not None:
+            raise InvalidInput("a lag series needs all of --since, --until and --every "
+                               "(and no --at)")
+        _lag_series(ctx, group, topic, since, until, every, as_json)  # type: ignore[arg-type]
+        return
+    if at_ is not None:
+        check_time(at_, "at")
+    with open_reader(ctx) as led:
+        doc = led.lag(group=group, topic=topic, at_ms=at_, window=window,
+                      allowed_lag=allowed_lag)
+    if as_json:
+        emit_json(doc)
+    else:
+        emit(lag_rows(doc), False, LAG_COLUMNS, empty="no groups with offsets")
+
+
+SERIES_COLUMNS = ("consumer_group", "topic", "queue_id", "ts", "committed_offset", "max_offset",
+                  "lag", "lag_ms")
+
+
+def _lag_series(ctx: typer.Context, group: str | None, topic: str | None, since: str,
+                until: str, every: str, as_json: bool) -> None:
+    for value, what in ((since, "since"), (until, "until")):
+        check_time(value, what)
+    duration_arg(every, "--every")
+    with open_reader(ctx) as led:
+        doc = led.lag_series(since_ms=since, until_ms=until, every_ms=every, group=group,
+                             topic=topic)
+    if as_json:
+        emit_json(doc)
+        return
+    rows = [with_iso({"consumer_group": q["consumer_group"], "topic": q["topic"],
+                      "queue_id": q["queue_id"], **point}, "ts")
+            for q in doc for point in q["series"]]
+    emit(rows, False, SERIES_COLUMNS, empty="no offsets in that span")
 
 
 @app.command()

@@ -484,6 +484,51 @@ def phase_reset(cfg: dict) -> dict:
     return out
 
 
+def phase_lag(cfg: dict) -> dict:
+    """Ledger.lag of one group and of every group on the apply phase's ledger, at its end (the
+    ledger's now: the injected clock at its last event) and at T (90% of its time span), read-
+    only as `offset-ledger lag` opens it; and one group's lag series (60 points over the span,
+    the SQL macro). Statuses are kept as a check, and lag_ms against progress's."""
+    from ledger import Ledger
+
+    root = Path(cfg["workdir"]) / "apply-final"
+    if not root.exists():
+        raise RuntimeError("no ledger from the apply phase to ask")
+    k = max(5, cfg["query_repeat"])
+    group = workload.Shape().group_name(17)
+    clock = FixedClock()
+    out: dict = {"group": group}
+    with Ledger.open(root, readonly=True, clock=clock) as led:
+        segments = led.log.segments()
+        t0 = segments[0].ts_min if segments else T0_MS
+        end = clock.now_ms = led.state.last_ts
+        at = t0 + (end - t0) * 9 // 10
+        out.update(events=led.log.next_seq, T=at, end=end, checkpoints=len(led.log.checkpoints()))
+        runs = {"one_group_now_s": lambda: led.lag(group=group),
+                "all_groups_now_s": lambda: led.lag(),
+                "one_group_at_s": lambda: led.lag(group=group, at_ms=at),
+                "all_groups_at_s": lambda: led.lag(at_ms=at)}
+        docs = {}
+        for name, fn in runs.items():
+            out[name], docs[name] = timed(fn, k)
+        step = max(1, (end - t0) // 59)
+        out["series_one_group_s"], series = timed(
+            lambda: led.lag_series(since_ms=t0, until_ms=t0 + 59 * step, every_ms=step,
+                                   group=group), 3)
+        out["series_points"] = sum(len(q["series"]) for q in series)  # type: ignore[union-attr]
+        for name in ("all_groups_now_s", "all_groups_at_s"):
+            statuses: dict[str, int] = {}
+            for g in docs[name]:  # type: ignore[union-attr]
+                statuses[g["status"]] = statuses.get(g["status"], 0) + 1
+            out[name.replace("_s", "_statuses")] = statuses
+        progress = {(r["topic"], r["queue_id"]): r["lag_ms"] for r in led.progress(group)}
+        now_doc = docs["one_group_now_s"][0]  # type: ignore[index]
+        out["lag_ms_equals_progress"] = progress == {
+            (q["topic"], q["queue_id"]): q["lag_ms"] for q in now_doc["queues"]}
+        out["queues_of_group"] = len(now_doc["queues"])
+    return out
+
+
 def phase_compaction(cfg: dict) -> dict:
     """Spark local[2] compaction of the apply phase's sealed segments (bytes per event after it,
     events/s), next to a DuckDB COPY of the same rows in the same order (a reference)."""
@@ -564,6 +609,7 @@ PHASES: dict[str, Callable[[dict], dict]] = {
     "recovery_build": phase_recovery_build,
     "recovery_open": phase_recovery_open,
     "reset": phase_reset,
+    "lag": phase_lag,
     "compaction": phase_compaction,
     "compaction_bench": phase_compaction_bench,
     "storage_bench": phase_storage_bench,

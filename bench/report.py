@@ -48,6 +48,11 @@ MEASURES: dict[str, tuple[str, str, str]] = {
     "sqlite_history_s": ("SQLite group + ts window", "s", "lower"),
     "duckdb_history_s": ("DuckDB group + ts window", "s", "lower"),
     "reset_plan_s": ("Ledger.reset plan, 1,000 queues, to_datetime", "s", "lower"),
+    "lag_one_group_s": ("Ledger.lag of one group (80 queues), now", "s", "lower"),
+    "lag_all_groups_s": ("Ledger.lag of every group (16,000 queues), now", "s", "lower"),
+    "lag_one_group_at_s": ("Ledger.lag of one group at T (90%)", "s", "lower"),
+    "lag_all_groups_at_s": ("Ledger.lag of every group at T (90%)", "s", "lower"),
+    "lag_series_s": ("Ledger.lag_series of one group, 60 points (SQL)", "s", "lower"),
     "open_s": ("Ledger.open, unsealed tail, view current", "s", "lower"),
     "open_view_rebuilt_s": ("Ledger.open, unsealed tail, view file gone", "s", "lower"),
     "compaction_events_per_s": ("Spark local[2] compact_root", "event/s", "higher"),
@@ -67,6 +72,8 @@ TARGETS: list[tuple[str, str, str | None, str, float]] = [
      "ratio", 20.0),
     ("state-at-T no slower than index seek", "state_at_s", "sqlite_state_at_seek_s", "ratio", 1.0),
     ("open with unsealed tail < 2 s", "open_s", None, "lt", 2.0),
+    ("lag of one group < 50 ms", "lag_one_group_s", None, "lt", 0.05),
+    ("lag of all groups < 1 s", "lag_all_groups_s", None, "lt", 1.0),
 ]
 #: Comparisons without a target: (measure, baseline).
 COMPARISONS: list[tuple[str, str]] = [
@@ -188,6 +195,7 @@ def build(raw: dict) -> dict:
     ph = raw["phases"]
     apply, sq, refs = _ok(ph, "apply"), _ok(ph, "sqlite"), _ok(ph, "references")
     rec, reset, comp = _ok(ph, "recovery_open"), _ok(ph, "reset"), _ok(ph, "compaction")
+    lag = _ok(ph, "lag")
     last = [{"s": r["scaling"][-1]["state_at_s"]} for r in apply if r.get("scaling")]
     spark_note = raw.get("skipped", {}).get("compaction")
     sources: dict[str, tuple[list[dict], str]] = {
@@ -220,6 +228,11 @@ def build(raw: dict) -> dict:
         "sqlite_history_s": (sq, "history_s"),
         "duckdb_history_s": (refs, "duckdb_history_s"),
         "reset_plan_s": (reset, "plan_s"),
+        "lag_one_group_s": (lag, "one_group_now_s"),
+        "lag_all_groups_s": (lag, "all_groups_now_s"),
+        "lag_one_group_at_s": (lag, "one_group_at_s"),
+        "lag_all_groups_at_s": (lag, "all_groups_at_s"),
+        "lag_series_s": (lag, "series_one_group_s"),
         "open_s": (rec, "open_s"),
         "open_view_rebuilt_s": (rec, "open_view_rebuilt_s"),
         "compaction_events_per_s": (comp, "events_per_s"),
@@ -310,6 +323,9 @@ def build(raw: dict) -> dict:
         "recovery_sealed_segments": rec[0].get("sealed_segments") if rec else None,
         "recovery_checkpoints": rec[0].get("checkpoints") if rec else None,
         "recovery_events_replayed_at_open": rec[0].get("events_replayed_at_open") if rec else None,
+        "lag_statuses": {"now": lag[0]["all_groups_now_statuses"],
+                         "at_T": lag[0]["all_groups_at_statuses"]} if lag else None,
+        "lag_ms_equals_progress": lag[0]["lag_ms_equals_progress"] if lag else None,
     }
     return {**raw, "measures": measures, "targets": targets, "comparisons": comparisons,
             "scaling": scaling, "peak_rss": rss, "checks": checks, "extras": extras,
@@ -405,7 +421,10 @@ def markdown(r: dict) -> str:
                      f"{ratio_text(c['advantage'])} |")
     rp = m["reset_plan_s"]
     lines += ["", f"Reset plan ({rp['label']}): {triple(rp)}; "
-              f"open with the view file gone: {triple(m['open_view_rebuilt_s'])}.", ""]
+              f"open with the view file gone: {triple(m['open_view_rebuilt_s'])}.", "",
+              f"Lag at T (90%): one group {triple(m['lag_one_group_at_s'])}, every group "
+              f"{triple(m['lag_all_groups_at_s'])}; {m['lag_series_s']['label']}: "
+              f"{triple(m['lag_series_s'])}.", ""]
     if r["scaling"]:
         lines += ["## Scaling with history size", "",
                   "State at T = 90% of the history so far (after applying the first N commands); "
@@ -456,7 +475,9 @@ def markdown(r: dict) -> str:
               f"{ck['reset_plan_items']}; recovery tail events: {ck['recovery_tail_events']} "
               f"(sealed segments {ck['recovery_sealed_segments']}, checkpoints at "
               f"{ck['recovery_checkpoints']}, events replayed at open "
-              f"{ck['recovery_events_replayed_at_open']})"]
+              f"{ck['recovery_events_replayed_at_open']})",
+              f"- lag: group statuses of the whole ledger {ck.get('lag_statuses')}; one group's "
+              f"lag_ms equals progress's: {ck.get('lag_ms_equals_progress')}"]
     if r["failures"]:
         lines += ["", "## Failed phases", ""]
         for name, f in r["failures"].items():
@@ -475,6 +496,9 @@ def markdown(r: dict) -> str:
               "T: T at 90% of the history; SQLite GROUP BY on the table without the extra index, "
               "seek on the covering index (first repeat: the database ingested with the index, "
               "whose ingest is timed once; later repeats: the index built on the plain table).",
+              "- Lag: the last apply repeat's ledger opened read-only (as `offset-ledger lag` "
+              "opens it) with the clock at its last event (now), 5 calls per figure; one group is "
+              "GID_app-017; T at 90% of its time span; the series spans the whole history.",
               "- Open: a ledger whose history is one unsealed tail (built with durability none), "
               "copied fresh before each timed open; page cache warm.",
               "- Peak RSS: ru_maxrss of the phase's process (each phase and repeat is its own "

@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(cfg["repeat"]):
             for name in ("apply", "sqlite", "references"):
                 add(name, run_phase(name, cfg, workdir, PHASE_TIMEOUT_S, repeat_index=r))
-        for name in ("recovery_build", "recovery_open", "reset"):
+        for name in ("recovery_build", "recovery_open", "reset", "lag"):
             add(name, run_phase(name, cfg, workdir, PHASE_TIMEOUT_S))
         # cheapest first: when the budget runs short, the costly extra is the one left out
         optional = [

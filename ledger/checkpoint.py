@@ -1,21 +1,25 @@
 """The full state as one Arrow table (checkpoint Parquet files) and back.
 
-One row per queue, group, position, broadcast client position and time-index entry, told apart
-by `row`. The same rows feed DuckDB's state-at queries and Spark's replay.
+One row per queue, group, position, broadcast client position, time-index entry and append
+(`row` append: first offset in min_offset, ledger ts in last_update_ts, store ts in store_ts),
+told apart by `row`. The same rows feed DuckDB's state-at queries and Spark's replay, which
+read the kinds they know by name.
 """
 
 from __future__ import annotations
 
+from array import array
 from operator import attrgetter, itemgetter
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ledger.state import GroupSettings, Position, QueueState, State
 
 CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     [
-        pa.field("row", pa.string(), nullable=False),  # queue | group | position | client | index
+        pa.field("row", pa.string(), nullable=False),  # queue|group|position|client|index|append
         pa.field("consumer_group", pa.string()),
         pa.field("topic", pa.string()),
         pa.field("queue_id", pa.int32()),
@@ -76,7 +80,38 @@ def state_to_table(state: State) -> pa.Table:
             detail=[_encode(g) if g else None
                     for g in map(attrgetter("client_generations"), positions)])
     add(1, row=("meta",), last_update_ts=(state.last_ts,), max_offset=(state.events_applied,))
-    return pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA)
+    return pa.concat_tables([pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA),
+                             _append_rows(state)])
+
+
+def _int64s(values: array) -> pa.Array:
+    """An int64 array from a copy of the bytes (a buffer exported by an `array` would stop
+    the fold from growing it)."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values.tobytes())])
+
+
+def _append_rows(state: State) -> pa.Table:
+    """The `append` rows, built from the queues' arrays without a Python object per value
+    (a checkpoint holds every append ever made)."""
+    parts: dict[str, list[pa.Array]] = {"topic": [], "queue_id": [], "min_offset": [],
+                                        "last_update_ts": [], "store_ts": []}
+    for (topic, qid), q in state.queues.items():
+        n = len(q.append_offset)
+        parts["topic"].append(pa.repeat(pa.scalar(topic, pa.string()), n))
+        parts["queue_id"].append(pa.repeat(pa.scalar(qid, pa.int32()), n))
+        parts["min_offset"].append(_int64s(q.append_offset))
+        parts["last_update_ts"].append(_int64s(q.append_ts))
+        parts["store_ts"].append(_int64s(q.append_store_ts))
+    n = sum(len(a) for a in parts["queue_id"])
+    columns = []
+    for f in CHECKPOINT_SCHEMA:
+        if f.name == "row":
+            columns.append(pa.repeat(pa.scalar("append", pa.string()), n))
+        elif f.name in parts:
+            columns.append(pa.chunked_array(parts[f.name], f.type))
+        else:
+            columns.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(columns, schema=CHECKPOINT_SCHEMA)
 
 
 def _position(r: dict) -> Position:
@@ -91,6 +126,9 @@ def _position(r: dict) -> Position:
 
 def table_to_state(table: pa.Table) -> State:
     state = State()
+    is_append = pc.equal(table.column("row"), "append")
+    appends = table.filter(is_append)
+    table = table.filter(pc.invert(is_append))
     cols = table.to_pydict()
     names = list(cols)
     for values in zip(*cols.values(), strict=True):
@@ -113,4 +151,22 @@ def table_to_state(table: pa.Table) -> State:
         elif kind == "meta":
             state.last_ts = r["last_update_ts"]
             state.events_applied = r["max_offset"]
+    _add_appends(state, appends)
     return state
+
+
+def _add_appends(state: State, rows: pa.Table) -> None:
+    """The append rows, by runs of one queue (they are written queue by queue): a run at a time
+    rather than a dict per row, as a checkpoint holds every append ever made."""
+    topics, qids = rows.column("topic").to_pylist(), rows.column("queue_id").to_pylist()
+    offsets, ts = rows.column("min_offset").to_pylist(), rows.column("last_update_ts").to_pylist()
+    store_ts = rows.column("store_ts").to_pylist()
+    start = 0
+    for i in range(1, len(topics) + 1):
+        if i < len(topics) and topics[i] == topics[start] and qids[i] == qids[start]:
+            continue
+        q = state.queues[(topics[start], qids[start])]
+        q.append_offset.extend(offsets[start:i])
+        q.append_ts.extend(ts[start:i])
+        q.append_store_ts.extend(store_ts[start:i])
+        start = i

@@ -454,6 +454,35 @@ class Ledger:
     def groups(self) -> list[dict[str, Any]]:
         return queries.groups(self.writer)
 
+    def lag(self, *, group: str | None = None, topic: str | None = None,
+            at_ms: int | str | None = None, window: int = 10, allowed_lag: int = 0
+            ) -> list[dict[str, Any]]:
+        """Lag health and time lag per group at ledger time `at_ms` (epoch ms, ISO-8601 or
+        `now`; default now): the document of `lag --json` (ledger/lag.py); `topic` is `T` or
+        `T:0,2`."""
+        from ledger.lag import check_at, health_settings, lag_document, lag_scope
+
+        scope, settings = lag_scope(group, topic), health_settings(window, allowed_lag)
+        at = check_at(queries.resolve_time(at_ms, self.writer, "at"))
+        self.writer.settle()
+        return lag_document(self.writer, scope, self.now_ms() if at is None else at, settings)
+
+    def lag_series(self, *, since_ms: int | str, until_ms: int | str, every_ms: int | str,
+                   group: str | None = None, topic: str | None = None) -> list[dict[str, Any]]:
+        """Lag and time lag per queue at every `every_ms` (ms or ISO-8601 duration) from
+        `since_ms` to `until_ms` (for charts): the document of `lag --since --until --every
+        --json`."""
+        from ledger.lag import check_series, lag_scope, series_document
+        from ledger.timeparse import parse_duration
+
+        scope = lag_scope(group, topic)
+        since = queries.resolve_time(since_ms, self.writer, "since")
+        until = queries.resolve_time(until_ms, self.writer, "until")
+        every = parse_duration(every_ms) if isinstance(every_ms, str) else every_ms
+        since, until, every = check_series(since, until, every)  # type: ignore[arg-type]
+        queries.check_history_from(self.writer, since)
+        return series_document(self.writer, scope, since, until, every)
+
     def queues(self, topic: str | None = None) -> list[dict[str, Any]]:
         return queries.queues(self.writer, topic)
 

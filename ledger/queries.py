@@ -20,8 +20,8 @@ from ledger.view import arrow_result, events_select, segments_source
 from ledger.writer import Writer
 
 PROGRESS_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "committed_offset",
-                    "pulled_offset", "lag", "inflight", "ready", "generation", "last_update",
-                    "behind_retention")
+                    "pulled_offset", "lag", "lag_ms", "inflight", "ready", "generation",
+                    "last_update", "behind_retention")
 
 
 def _rows(writer: Writer, query: str, params: list | None = None) -> list[dict[str, Any]]:
@@ -38,8 +38,9 @@ def progress(writer: Writer, group: str, topic: str | None = None) -> list[dict[
         params.append(check_name(topic, "topic"))
     return _rows(writer,
                  "SELECT topic, queue_id, min_offset, max_offset, committed_offset, "
-                 "pulled_offset, lag, inflight, ready, generation, last_update_ts AS last_update, "
-                 f"behind_retention FROM progress WHERE {cond} ORDER BY topic, queue_id", params)
+                 "pulled_offset, lag, lag_ms, inflight, ready, generation, "
+                 "last_update_ts AS last_update, behind_retention "
+                 f"FROM progress WHERE {cond} ORDER BY topic, queue_id", params)
 
 
 def groups(writer: Writer) -> list[dict[str, Any]]:
@@ -104,11 +105,7 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         post.append("kind = ?")
         post_params.append(kind)
     if since_ms is not None:
-        earliest = earliest_answerable_ts(writer.log)
-        if earliest is not None and since_ms < earliest:
-            raise HistoryUnavailable(
-                f"history before {iso(earliest)} ({earliest} ms, seq {writer.log.start_seq}) "
-                "was retired by log retention; that is the earliest point still answerable")
+        check_history_from(writer, since_ms)
         post.append("ts >= ?")
         post_params.append(since_ms)
     view = writer.ready_view()
@@ -121,6 +118,15 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         inner += f" LIMIT {int(limit)}"
     return arrow_result(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq",
                                          pre_params + post_params))
+
+
+def check_history_from(writer: Writer, since_ms: int) -> None:
+    """Refuse history before the retained log, naming the earliest point still answerable."""
+    earliest = earliest_answerable_ts(writer.log)
+    if earliest is not None and since_ms < earliest:
+        raise HistoryUnavailable(
+            f"history before {iso(earliest)} ({earliest} ms, seq {writer.log.start_seq}) "
+            "was retired by log retention; that is the earliest point still answerable")
 
 
 def offsets_for_time(writer: Writer, topic: str, at: int | str) -> list[dict[str, Any]]:
@@ -148,4 +154,8 @@ def sql(writer: Writer, query: str) -> pa.Table:
     """One read-only query over events, offsets, client_offsets, queues, groups, progress,
     pending_resets: run in a sandbox the engine itself keeps read-only."""
     view = writer.ready_view()
-    return run_read_only(view, writer.log.segment_paths(), writer.log.tail(), query)
+    log = writer.log
+    start = log.start_seq
+    cps = [c for c in log.checkpoints() if c <= start] if start > 0 else []
+    return run_read_only(view, log.segment_paths(), log.tail(),
+                         log.checkpoint_path(cps[-1]) if cps else None, query)

@@ -13,9 +13,12 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from ledger.errors import InvalidInput
 from ledger.events import EVENT_SCHEMA
+from ledger.lag_sql import install_lag_series
+from ledger.timeline import EMPTY_CHECKPOINT
 from ledger.view import VIEWS_DDL, View, arrow_result, events_select
 
 READ_STATEMENTS = ("SELECT", "EXPLAIN")
@@ -38,9 +41,12 @@ def statement_kind(con: duckdb.DuckDBPyConnection, query: str) -> str:
     return kind
 
 
-def run_read_only(view: View, segments: Sequence[Path], tail: pa.Table, query: str) -> pa.Table:
-    """`query` over copies of the view's tables, its views (progress, pending_resets) and the
-    events of `segments` plus `tail`."""
+def run_read_only(view: View, segments: Sequence[Path], tail: pa.Table,
+                  checkpoint: Path | None, query: str) -> pa.Table:
+    """`query` over copies of the view's tables, its views (progress, pending_resets), the
+    events of `segments` plus `tail` (`events`, and `events_raw` without the derived
+    prev_offset) and the `lag_series` macro over them and `checkpoint` (the state where the
+    log starts, None at seq 0)."""
     con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))
     try:
         statement_kind(con, query)
@@ -57,6 +63,10 @@ def run_read_only(view: View, segments: Sequence[Path], tail: pa.Table, query: s
         cols = ", ".join(f'"{n}"' for n in EVENT_SCHEMA.names)
         source = (f"SELECT {cols} FROM events_segments UNION ALL SELECT {cols} FROM events_tail")
         con.execute("CREATE VIEW events AS " + events_select(source))
+        con.execute("CREATE VIEW events_raw AS " + source)
+        start = "SELECT * FROM " + (_registered(con, "lag_series_start", pq.read_table(checkpoint))
+                                    if checkpoint is not None else EMPTY_CHECKPOINT)
+        install_lag_series(con, start)
         con.execute("SET lock_configuration = true")
         try:
             return arrow_result(con.execute(query))
@@ -64,6 +74,11 @@ def run_read_only(view: View, segments: Sequence[Path], tail: pa.Table, query: s
             raise InvalidInput(f"sql error: {_first_line(e)}") from None
     finally:
         con.close()
+
+
+def _registered(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> str:
+    con.register(name, table)
+    return name
 
 
 def _first_line(e: BaseException) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -56,15 +57,26 @@ class GroupSettings:
         return cls(d["mode"], d["initial"], int(d["client_timeout_ms"]))
 
 
+def _int64s() -> array:
+    return array("q")
+
+
 @dataclass(slots=True)
 class QueueState:
-    """Bounds of a queue plus its time index: prefix-max store time -> first offset of that append."""
+    """Bounds of a queue plus its time index: prefix-max store time -> first offset of that append.
+
+    Every append is kept too (its first offset, ledger ts and store ts, in log order): the time
+    lag of an offset is the store time of the append that wrote it, and MaxOffset at a past time
+    is where the appends up to it ended (ledger/lag.py). Compact arrays: one append is 24 bytes."""
 
     min_offset: int = 0
     max_offset: int = 0
     last_update_ts: int = 0
     index_store_ts: list[int] = field(default_factory=list)
     index_offset: list[int] = field(default_factory=list)
+    append_offset: array = field(default_factory=_int64s)
+    append_ts: array = field(default_factory=_int64s)
+    append_store_ts: array = field(default_factory=_int64s)
 
     def offset_for_time(self, store_ts: int) -> int | None:
         """First message stored at or after `store_ts` (Kafka's ListOffsets); None when none."""
@@ -246,6 +258,9 @@ class State:
             self.dirty_queues.add((topic, queue_id))  # type: ignore[arg-type]
             if kind == "queue_append":
                 q.max_offset = offset  # type: ignore[assignment]
+                q.append_offset.append(prev_offset if prev_offset is not None else 0)
+                q.append_ts.append(ts)
+                q.append_store_ts.append(store_ts if store_ts is not None else ts)
                 if store_ts is not None and (not q.index_store_ts or store_ts > q.index_store_ts[-1]):
                     q.index_store_ts.append(store_ts)
                     q.index_offset.append(prev_offset if prev_offset is not None else 0)

@@ -73,9 +73,9 @@ def state_at(writer: Writer, *, ts: int | None = None, seq: int | None = None,
         raise InvalidInput("state_at needs exactly one of ts or seq")
     writer.settle()
     point = resolve_point(writer.log, ts=ts, seq=seq)
-    con, source = _source(writer, point.checkpoint, point.seq_to)
+    con, events = source(writer, point.checkpoint, point.seq_to)
     try:
-        return state_at_table(con, source, point.checkpoint_path, point.checkpoint,
+        return state_at_table(con, events, point.checkpoint_path, point.checkpoint,
                               point.seq_to, point.at_ts, group)
     finally:
         con.close()
@@ -113,7 +113,7 @@ def checkpoint_last_ts(log: SegmentedLog, seq: int) -> int | None:
     return int(raw) if raw is not None else None
 
 
-def _source(writer: Writer, seq_from: int, seq_to: int) -> tuple[duckdb.DuckDBPyConnection, str]:
+def source(writer: Writer, seq_from: int, seq_to: int) -> tuple[duckdb.DuckDBPyConnection, str]:
     """A cursor of the view's database of its own (the tail registered there when it holds
     events [seq_from, seq_to)) and a SELECT over the sealed segments and that tail."""
     log = writer.log

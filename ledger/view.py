@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS groups (
     consumer_group VARCHAR NOT NULL, mode VARCHAR NOT NULL, initial VARCHAR NOT NULL,
     client_timeout_ms BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS appends (
+    topic VARCHAR NOT NULL, queue_id INTEGER NOT NULL, first_offset BIGINT NOT NULL,
+    ts BIGINT NOT NULL, store_ts BIGINT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS view_position (next_seq BIGINT NOT NULL);
 """
 #: The views over the tables (also created in the read-only SQL sandbox over copies of them).
@@ -84,10 +88,13 @@ SELECT m.consumer_group, m.topic, m.queue_id, q.min_offset, q.max_offset,
        m.committed_offset,
        greatest(coalesce(m.pulled_offset, m.committed_offset), m.committed_offset)
            AS pulled_offset,
-       -- unknown bounds (a queue known only from a sync): lag and ready are unknown, not 0
-       -- (DuckDB's greatest skips nulls)
-       CASE WHEN q.max_offset IS NOT NULL
-            THEN greatest(q.max_offset - m.committed_offset, 0) END AS lag,
+       -- null while the queue's bounds are unknown (DuckDB's greatest skips a null)
+       CASE WHEN q.max_offset IS NOT NULL THEN greatest(q.max_offset - m.committed_offset, 0)
+       END AS lag,
+       -- time lag: how long the message at the committed offset has waited (its append's store
+       -- time; the append holding an offset is the last one starting at or before it)
+       CASE WHEN q.max_offset <= m.committed_offset THEN 0
+            ELSE (SELECT now_ms FROM clock) - a.store_ts END AS lag_ms,
        greatest(coalesce(m.pulled_offset, m.committed_offset) - m.committed_offset, 0)
            AS inflight,
        CASE WHEN q.max_offset IS NOT NULL
@@ -97,10 +104,12 @@ SELECT m.consumer_group, m.topic, m.queue_id, q.min_offset, q.max_offset,
        m.last_update_ts,
        m.committed_offset < q.min_offset AS behind_retention
 FROM merged m LEFT JOIN queues q USING (topic, queue_id)
+ASOF LEFT JOIN appends a
+    ON a.topic = m.topic AND a.queue_id = m.queue_id AND a.first_offset <= m.committed_offset
 WHERE m.committed_offset IS NOT NULL;
 """
 
-VIEW_TABLES = ("offsets", "client_offsets", "queues", "groups")
+VIEW_TABLES = ("offsets", "client_offsets", "queues", "groups", "appends")
 
 _OFFSETS_SCHEMA = pa.schema([
     ("consumer_group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
@@ -117,6 +126,10 @@ _CLIENTS_SCHEMA = pa.schema([
 _QUEUES_SCHEMA = pa.schema([
     ("topic", pa.string()), ("queue_id", pa.int32()), ("min_offset", pa.int64()),
     ("max_offset", pa.int64()), ("last_update_ts", pa.int64()),
+])
+_APPENDS_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("first_offset", pa.int64()),
+    ("ts", pa.int64()), ("store_ts", pa.int64()),
 ])
 _GROUPS_SCHEMA = pa.schema([
     ("consumer_group", pa.string()), ("mode", pa.string()), ("initial", pa.string()),
@@ -193,8 +206,17 @@ class View:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         con.execute("SET threads TO 2")
+        had_appends = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'appends'"
+        ).fetchall()[0][0]
         con.execute(DDL)
         con.execute(VIEWS_DDL)
+        if not had_appends:  # a view written before appends were kept: rewritten at open
+            con.execute("DELETE FROM view_position")
+        # appends are only ever added: per queue, how many the table holds
+        self._appends_held: dict[QueueKey, int] = {
+            (t, q): n for t, q, n in con.execute(
+                "SELECT topic, queue_id, count(*) FROM appends GROUP BY ALL").fetchall()}
 
     @classmethod
     def open(cls, path: Path | None) -> View:
@@ -248,6 +270,8 @@ class View:
         g_iter = state.groups.keys() if groups is None else groups
         g_rows = [(g, state.groups[g].mode, state.groups[g].initial,
                    state.groups[g].client_timeout_ms) for g in g_iter if g in state.groups]
+        held = {} if queues is None else self._appends_held
+        new_appends = _new_appends(state, q_iter, held)
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
@@ -263,12 +287,20 @@ class View:
             self._replace(con, "groups", _GROUPS_SCHEMA, g_rows,
                           None if groups is None else [(g,) for g in groups],
                           ("consumer_group",))
+            if queues is None:
+                con.execute("DELETE FROM appends")
+            if new_appends.num_rows:
+                con.register("_appends", new_appends)
+                con.execute("INSERT INTO appends SELECT * FROM _appends")
+                con.unregister("_appends")
             con.execute("DELETE FROM view_position")
             con.execute("INSERT INTO view_position VALUES (?)", [next_seq])
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        self._appends_held = {**held, **{qk: len(state.queues[qk].append_offset)
+                                         for qk in q_iter if qk in state.queues}}
         state.dirty_keys.clear()
         state.dirty_queues.clear()
         state.dirty_groups.clear()
@@ -291,10 +323,12 @@ class View:
             con.unregister("_rows")
 
     def refresh_events(self, segment_paths: Sequence[Path], tail: pa.Table) -> None:
-        """Point the `events` view at the current segments and tail."""
+        """Point the `events` view at the current segments and tail (and `events_raw`, the
+        same without the derived prev_offset, at them too)."""
         self.con.register("events_tail", tail)
         source = segments_source(segment_paths, "events_tail")
         self.con.execute("CREATE OR REPLACE TEMP VIEW events AS " + events_select(source))
+        self.con.execute("CREATE OR REPLACE TEMP VIEW events_raw AS " + source)
 
     def tables(self) -> dict[str, pa.Table]:
         """The view's tables as Arrow (what the SQL sandbox queries)."""
@@ -303,6 +337,26 @@ class View:
 
     def close(self) -> None:
         self.con.close()
+
+
+def _new_appends(state: State, queues: Any, held: dict[QueueKey, int]) -> pa.Table:
+    """The appends of `queues` the table does not hold yet, as Arrow (no per-row tuples)."""
+    parts: dict[str, list] = {name: [] for name in _APPENDS_SCHEMA.names}
+    for qk in queues:
+        q = state.queues.get(qk)
+        if q is None:
+            continue
+        start = held.get(qk, 0)
+        n = len(q.append_offset) - start
+        if n <= 0:
+            continue
+        parts["topic"].append(pa.array([qk[0]] * n, pa.string()))
+        parts["queue_id"].append(pa.array([qk[1]] * n, pa.int32()))
+        parts["first_offset"].append(pa.array(q.append_offset[start:], pa.int64()))
+        parts["ts"].append(pa.array(q.append_ts[start:], pa.int64()))
+        parts["store_ts"].append(pa.array(q.append_store_ts[start:], pa.int64()))
+    return pa.Table.from_arrays(
+        [pa.chunked_array(parts[f.name], f.type) for f in _APPENDS_SCHEMA], schema=_APPENDS_SCHEMA)
 
 
 def arrow_result(cursor: Any) -> pa.Table:

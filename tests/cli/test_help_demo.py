@@ -28,7 +28,7 @@ def test_every_command_and_option_has_help_text(cli: Cli) -> None:
     commands = list(_commands(typer.main.get_command(app)))
     names = {" ".join(p) for p, _ in commands}
     assert {"init", "queue append", "queue truncate", "queue list", "group set", "group list",
-            "group delete", "pull", "commit", "reset", "progress", "history", "at", "lookup",
+            "group delete", "pull", "commit", "reset", "progress", "lag", "history", "at", "lookup",
             "sql", "sync rocketmq", "sync kafka-csv", "export", "apply", "retention", "rebuild",
             "demo"} <= names
     for path, cmd in commands:

@@ -249,7 +249,7 @@ def test_a_denied_command_runs_not_and_a_denied_reset_is_recorded(
         results = led.submit(batch, actor="fleet", denied=[None, "role", "group"])
         assert results[0].accepted and results[1].refused == "role" \
             and results[2].refused == "group"
-        assert "forbidden: fleet may not reset group 'billing' (role)" == results[1].error
+        assert results[1].error == "forbidden: fleet may not reset group 'billing' (role)"
         assert led.committed(G, T, 0) == 10 and led.log.next_seq == before + 2
         [refused] = led.history(kind="reset_refused").to_pylist()
         assert refused["actor"] == "fleet" and json.loads(refused["detail"])["refused_by"] == "role"

@@ -17,6 +17,7 @@ import pytest
 
 from ledger import Ledger, LedgerError
 from storage import LockedError
+from tests.conftest import FakeClock
 from tests.reliability.helpers import Cli, G, T, assert_one_line_error
 from tests.tools.crash_harness import (
     ROOT,
@@ -190,9 +191,10 @@ def test_a_reader_follows_the_writer_with_catch_up(tmp_path: Path) -> None:
     """The server's read side: a reader in the writer's process folds the durable log as it
     grows, and answers as a fresh reader would."""
     root = tmp_path / "data"
-    with Ledger.open(root) as led:
+    clock = FakeClock()  # progress's lag_ms is judged at the clock: one for all
+    with Ledger.open(root, clock=clock) as led:
         led.queue_append(T, 0, 100)
-        reader = Ledger.open(root, readonly=True)
+        reader = Ledger.open(root, readonly=True, clock=clock)
         try:
             assert reader.queues()[0]["max_offset"] == 100 and reader.catch_up() == 0
             led.group_set("g", initial="earliest")
@@ -201,7 +203,7 @@ def test_a_reader_follows_the_writer_with_catch_up(tmp_path: Path) -> None:
             assert reader.catch_up() == 4  # group_config, initial, pull, commit
             assert reader.progress("g")[0]["committed_offset"] == 40
             assert reader.committed("g", T, 0) == 40
-            fresh = Ledger.open(root, readonly=True)
+            fresh = Ledger.open(root, readonly=True, clock=clock)
             try:
                 assert reader.snapshot() == fresh.snapshot()
                 assert reader.sql("SELECT * FROM progress").to_pylist() == \

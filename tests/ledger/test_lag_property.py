@@ -1,0 +1,272 @@
+"""`Ledger.lag(at_ms=T)` equals a plain evaluation of the log prefix up to T, for random ledgers
+(clustering and broadcast groups, commits, pulls, resets, syncs either way, expiries, deletes,
+appends stored in any order), random times and settings. The reference below reads the log and
+folds it in plain dicts, sharing no code with ledger/lag*.py or the fold."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger import Ledger
+from tests.conftest import T0, FakeClock
+
+GROUPS = ("g1", "g2")
+TOPIC = "t"
+QUEUES = (0, 1)
+CLIENTS = ("c1", "c2", "c3")
+RETENTION_MS = 400_000
+
+key = st.tuples(st.sampled_from(GROUPS), st.sampled_from(QUEUES))
+step_ms = st.sampled_from([0, 1, 1_000, 1_000, 1_000, 5_000, 60_000, 130_000])
+appends = st.builds(lambda q, n, back: {"op": "queue_append", "topic": TOPIC, "queue_id": q,
+                                         "count": n, "store_back": back},
+                    st.sampled_from(QUEUES), st.integers(1, 60),
+                    st.sampled_from([None, 0, 5_000, -50]))
+# a commit some messages past the current offset (0: the same again): most commands, so that
+# windows fill up
+commits = st.builds(lambda k, c, a: {"op": "commit", "group": k[0], "topic": TOPIC,
+                                     "queue_id": k[1], "client": c, "advance": a},
+                    key, st.sampled_from((*CLIENTS, None)), st.sampled_from([0, 1, 5, 20]))
+pulls = st.builds(lambda k, c, m: {"op": "pull", "group": k[0], "topic": TOPIC, "queue_id": k[1],
+                                   "client": c, "max": m},
+                  key, st.sampled_from(CLIENTS), st.integers(1, 40))
+# a broker snapshot moving the offset back or ahead of where it is, also on a queue known only
+# from syncs (queue 2: never appended, its bounds unknown)
+syncs = st.builds(lambda g, q, d: {"op": "sync", "group": g, "queue_id": q, "advance": d},
+                  st.sampled_from(GROUPS), st.sampled_from((*QUEUES, 2)),
+                  st.sampled_from([-30, -5, 10]))
+others = st.one_of(
+    st.builds(lambda q, m: {"op": "queue_truncate", "topic": TOPIC, "queue_id": q,
+                            "min_offset": m}, st.sampled_from(QUEUES), st.integers(0, 120)),
+    st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": TOPIC,
+                               "queue_id": k[1], "client": c, "offset": o},
+              key, st.sampled_from((*CLIENTS, None)), st.integers(0, 200)),
+    st.builds(lambda g, s: {"op": "reset", "group": g, "topic": TOPIC, "execute": True, **s},
+              st.sampled_from(GROUPS),
+              st.sampled_from([{"to_offset": 5}, {"shift_by": -10}, {"to_latest": True}])),
+    st.builds(lambda g, m, t: {"op": "group_set", "group": g, "mode": m, "client_timeout": t},
+              st.sampled_from(GROUPS), st.sampled_from(["clustering", "broadcast"]),
+              st.sampled_from(["PT30S", "PT5M"])),
+    st.builds(lambda g: {"op": "group_delete", "group": g}, st.sampled_from(GROUPS)),
+)
+# weighted: mostly commits, then appends and pulls, now and then anything else
+command = st.integers(0, 99).flatmap(
+    lambda n: (commits if n < 50 else appends if n < 68 else pulls if n < 78 else syncs if n < 88
+               else others))
+streams = st.lists(st.tuples(command, step_ms), min_size=20, max_size=100)
+PREAMBLE = [{"op": "queue_append", "topic": TOPIC, "queue_id": q, "count": 50} for q in QUEUES]
+
+
+def run_stream(led: Ledger, clock: FakeClock, stream: list) -> None:
+    """The commands one batch each; a relative commit or sync names the offset it reaches."""
+    list(led.apply(PREAMBLE))
+    for cmd, step in stream:
+        clock.advance(step)
+        cmd = dict(cmd)
+        if "advance" in cmd:
+            now = led.committed(cmd["group"], TOPIC, cmd["queue_id"]) or 0
+            cmd["offset"] = max(0, now + cmd.pop("advance"))
+        if cmd["op"] == "sync":
+            led.sync([(cmd["group"], TOPIC, cmd["queue_id"], cmd["offset"])], source="mirror")
+            continue
+        back = cmd.pop("store_back", None)
+        if back is not None:
+            cmd["store_time"] = clock.now - back
+        list(led.apply([cmd]))
+
+
+# ----------------------------------------------------------------------------- the reference
+def reference(events: list[dict[str, Any]], at: int, window: int, allowed: int,
+              only: str | None) -> list[dict[str, Any]]:
+    config: dict[str, tuple[str, int]] = {}  # group -> (mode, client timeout)
+    own: dict[tuple, int | None] = {}  # the group's own committed offset per key
+    clients: dict[tuple, dict[str, list]] = {}  # key -> client -> [committed, last active]
+    appends: dict[tuple, list[tuple[int, int, int, int]]] = {}  # (first, end, ts, store ts)
+    entries: dict[tuple, list[tuple[int, int]]] = {}
+
+    def broadcast(g: str) -> bool:
+        return config.get(g, ("clustering", 0))[0] == "broadcast"
+
+    def offset(k: tuple, now: int) -> int | None:
+        if not broadcast(k[0]):
+            return own.get(k)
+        timeout = config[k[0]][1]
+        live = [c[0] for c in clients.get(k, {}).values()
+                if c[0] is not None and now - c[1] <= timeout]
+        return min(live) if live else own.get(k)
+
+    def holds(k: tuple) -> bool:
+        return own.get(k) is not None or (broadcast(k[0]) and any(
+            c[0] is not None for c in clients.get(k, {}).values()))
+
+    for e in events:
+        if e["ts"] > at:
+            break
+        kind, g, t, ts = e["kind"], e["consumer_group"], e["topic"], e["ts"]
+        if kind == "queue_append":
+            store = e["store_ts"] if e["store_ts"] is not None else ts
+            appends.setdefault((t, e["queue_id"]), []).append((e["prev_offset"], e["offset"], ts,
+                                                               store))
+            continue
+        if kind in ("queue_truncate", "reset_refused"):
+            continue
+        if t is None:  # a group's settings set or removed
+            if kind == "group_config":
+                d = json.loads(e["detail"])
+                config[g] = (d["mode"], d["client_timeout_ms"])
+            else:
+                config.pop(g, None)
+            for k in entries:
+                if k[0] == g and not holds(k):
+                    entries[k] = []
+            continue
+        k = (g, t, e["queue_id"])
+        if kind == "delete":
+            clients.pop(k, None)
+        per_client = e["client_id"] is not None and broadcast(g)
+        slot = clients.setdefault(k, {}).setdefault(e["client_id"], [None, -1]) if per_client \
+            else None
+        value = e["offset"]
+        if kind == "clamp":
+            moves = json.loads(e["detail"])["fields"]
+            sets = "committed" in moves
+            value = moves["committed"][1] if sets else None
+        else:
+            sets = kind in ("commit", "initial", "reset", "sync", "expire", "delete")
+        if sets:
+            if slot is None:
+                own[k] = value
+            else:
+                slot[0] = value
+        if slot is not None and kind in ("commit", "pull", "initial"):
+            slot[1] = ts
+        if kind in ("reset", "delete") or not holds(k):
+            entries[k] = []
+        elif kind in ("commit", "sync"):
+            now_offset = offset(k, ts)
+            if now_offset is not None:
+                entries.setdefault(k, []).append((ts, now_offset))
+
+    def max_offset(q: tuple, when: int) -> int | None:
+        ends = [end for _, end, ts, _ in appends.get(q, []) if ts <= when]
+        return ends[-1] if ends else None
+
+    def holder(q: tuple, off: int) -> tuple | None:
+        for first, end, ts, store in appends.get(q, []):
+            if ts <= at and first <= off < end:
+                return ts, store
+        return None
+
+    docs: dict[str, list[dict]] = {only: []} if only is not None else {}
+    keys = sorted({*own, *clients})
+    for k in keys:
+        committed = offset(k, at)
+        if committed is None or (only is not None and k[0] != only):
+            continue
+        q = (k[1], k[2])
+        top = max_offset(q, at)
+        lag = None if top is None else max(0, top - committed)
+        lag_ms = None if lag is None else 0 if lag == 0 else (
+            at - h[1] if (h := holder(q, committed)) else None)
+        win = []
+        for ts, off in entries.get(k, [])[-window:]:
+            m = max_offset(q, ts)
+            win.append({"ts": ts, "offset": off, "lag": None if m is None else max(0, m - off)})
+        moved = None
+        if win and (h := holder(q, win[-1]["offset"])):
+            moved = max(win[-1]["ts"], h[0])
+        docs.setdefault(k[0], []).append({
+            "topic": k[1], "queue_id": k[2], "status": judge(win, lag, at, allowed, moved),
+            "committed_offset": committed, "max_offset": top, "lag": lag, "lag_ms": lag_ms,
+            "complete": len(win) / window, "window": win})
+    out = []
+    for g, qs in sorted(docs.items()):
+        ranked = {"OK": 0, "WARN": 1, "STOP": 2, "STALL": 2, "REWIND": 2}
+        worst = max((ranked[x["status"]] for x in qs), default=None)
+        known = [x for x in qs if x["lag"] is not None]
+        top_lag = max(x["lag"] for x in known) if known else None
+        out.append({
+            "consumer_group": g,
+            "status": "NOTFOUND" if worst is None else ("OK", "WARN", "ERR")[worst],
+            "complete": sum(x["complete"] == 1.0 for x in qs) / len(qs) if qs else 0.0,
+            "total_lag": sum(x["lag"] for x in known),
+            "max_lag": next((x for x in known if x["lag"] == top_lag), None),
+            "queues": qs})
+    return out
+
+
+def judge(win: list[dict], lag: int | None, at: int, allowed: int, moved: int | None) -> str:
+    """DESIGN.md's rules, in order, written out again."""
+    if lag is not None and lag <= allowed:
+        return "OK"
+    if not win:
+        return "OK"
+    if lag is not None and moved is not None and at - moved > win[-1]["ts"] - win[0]["ts"]:
+        return "STOP"
+    offs = [w["offset"] for w in win]
+    for i in range(1, len(offs)):
+        if offs[i] < offs[i - 1] and all(o < offs[i - 1] for o in offs[i + 1:]):
+            return "REWIND"
+    lags = [w["lag"] for w in win if w["lag"] is not None]
+    if lags and min(lags) > allowed:
+        if len(set(offs)) == 1:
+            return "STALL"
+        if lags == sorted(lags):
+            return "WARN"
+    return "OK"
+
+
+@contextlib.contextmanager
+def built(root: Path, stream: list) -> Iterator[tuple[Ledger, FakeClock, list[dict[str, Any]]]]:
+    """The stream applied to a ledger of small segments and frequent checkpoints (so windows
+    span several ranges), and its events."""
+    clock = FakeClock()
+    with Ledger.open(root, clock=clock, segment_events_max=7, checkpoint_interval_events=5,
+                     offsets_retention_ms=RETENTION_MS) as led:
+        run_stream(led, clock, stream)
+        yield led, clock, led.log.read().to_pylist()
+
+
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=streams, data=st.data())
+def test_lag_at_equals_a_plain_evaluation_of_the_log_prefix(tmp_path_factory, stream, data):
+    with built(tmp_path_factory.mktemp("lagprop"), stream) as (led, clock, events):
+        times = sorted({e["ts"] for e in events} | {T0 - 1, clock.now + 90_000})
+        window = data.draw(st.integers(1, 6), label="window")
+        allowed = data.draw(st.sampled_from([0, 5, 30]), label="allowed_lag")
+        only = data.draw(st.sampled_from([None, *GROUPS]), label="group")
+        for at in data.draw(st.lists(st.sampled_from(times), min_size=1, max_size=4), label="at"):
+            want = reference(events, at, window, allowed, only)
+            got = led.lag(at_ms=at, window=window, allowed_lag=allowed, group=only)
+            assert got == want, (at, window, allowed, only)
+
+
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")) // 2, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=streams, data=st.data())
+def test_the_lag_series_in_sql_equals_the_plain_evaluation_at_every_point(
+        tmp_path_factory, stream, data):
+    with built(tmp_path_factory.mktemp("lagseries"), stream) as (led, _, events):
+        every = data.draw(st.sampled_from([1, 999, 30_000, 61_000]), label="every")
+        since = data.draw(st.sampled_from([T0, events[-1]["ts"] - every * 20]), label="since")
+        until = since + every * 30
+        got = {(q["consumer_group"], q["topic"], q["queue_id"], p["ts"]): p
+               for q in led.lag_series(since_ms=since, until_ms=until, every_ms=every)
+               for p in q["series"]}
+        want = {}
+        for at in range(since, until + 1, every):
+            for g in reference(events, at, 1, 0, None):
+                for q in g["queues"]:
+                    want[(g["consumer_group"], q["topic"], q["queue_id"], at)] = {
+                        "ts": at, **{k: q[k] for k in ("committed_offset", "max_offset", "lag",
+                                                       "lag_ms")}}
+        assert got == want
