@@ -72,10 +72,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--shutdown-timeout", type=float, default=10.0)
+    parser.add_argument("--shutdown-timeout", type=float, default=10.0,
+                        help="seconds SIGTERM waits for in-flight requests")
+    parser.add_argument("--keepalive-timeout", type=float, default=75.0,
+                        help="seconds an idle keep-alive connection is kept")
+    parser.add_argument("--tls-cert", help="PEM certificate file (with --tls-key: serve HTTPS)")
+    parser.add_argument("--tls-key", help="PEM private key file")
     args = parser.parse_args()
+    ssl_context = None
+    if args.tls_cert:
+        import ssl
+
+        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_context.load_cert_chain(args.tls_cert, args.tls_key)
     web.run_app(make_app(), host=args.host, port=args.port, access_log=None, print=None,
-                shutdown_timeout=args.shutdown_timeout, loop=uvloop.new_event_loop())
+                shutdown_timeout=args.shutdown_timeout, keepalive_timeout=args.keepalive_timeout,
+                ssl_context=ssl_context, loop=uvloop.new_event_loop())
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ Configured by environment variables, so that one app module serves every variant
   requests while the disk syncs), `inline` (write + fsync on the loop), `none` (write, no fsync:
   the pure HTTP overhead);
 - `HTTP_BENCH_FILE`: the file the batches are appended to (a temp file when unset);
-- `HTTP_BENCH_BATCH_MAX`: the most requests one batch takes (default 4096).
+- `HTTP_BENCH_BATCH_MAX`: the most requests one batch takes (default 4096);
+- `HTTP_BENCH_DELAY_MS`: a pause before each batch's write (default 0), standing for a slow
+  disk, so that the limits probe has requests in flight when it sends SIGTERM.
 """
 
 from __future__ import annotations
@@ -103,11 +105,13 @@ class GroupCommitter:
     (throughput grows with concurrency; latency stays near one fsync).
     """
 
-    def __init__(self, path: str | None = None, sync: SyncMode = "thread", batch_max: int = 4096) -> None:
+    def __init__(self, path: str | None = None, sync: SyncMode = "thread", batch_max: int = 4096,
+                 delay_ms: float = 0.0) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync mode {sync!r} is not one of {SYNC_MODES}")
         self.sync: SyncMode = sync
         self.batch_max = batch_max
+        self.delay_s = delay_ms / 1000
         if path is None:
             fd, path = tempfile.mkstemp(prefix="http-bench-", suffix=".log")
             os.close(fd)
@@ -125,7 +129,8 @@ class GroupCommitter:
         if sync not in SYNC_MODES:
             raise SystemExit(f"HTTP_BENCH_SYNC={sync!r}: expected one of {', '.join(SYNC_MODES)}")
         return cls(os.environ.get("HTTP_BENCH_FILE"), sync,  # type: ignore[arg-type]
-                   int(os.environ.get("HTTP_BENCH_BATCH_MAX", "4096")))
+                   int(os.environ.get("HTTP_BENCH_BATCH_MAX", "4096")),
+                   float(os.environ.get("HTTP_BENCH_DELAY_MS", "0")))
 
     def start(self) -> None:
         """Open the file and start the writer on the running loop."""
@@ -173,6 +178,8 @@ class GroupCommitter:
                     break
                 batch.append(item)
             data = b"".join(_ENCODER.encode(req) + b"\n" for req, _ in batch)
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
             try:
                 if self.sync == "thread":
                     await loop.run_in_executor(None, self._write, data)
