@@ -140,6 +140,9 @@ def pg_cluster(settings: dict[str, str] | None = None, parent_dir: Path | None =
         if account is not None:
             for p in (root, socket_dir):
                 os.chown(p, account.pw_uid, account.pw_gid)
+            if subprocess.run(["test", "-w", str(root)], **as_user).returncode != 0:
+                raise RuntimeError(f"PostgreSQL runs as {account.pw_name}, who cannot enter {root}: "
+                                   "give a parent_dir every user can traverse (the default is the temp dir)")
         env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
         init = subprocess.run([str(bin_dir / "initdb"), "-D", str(data_dir), "-U", USER, "--auth=trust",
                                "-E", "UTF8", "--no-sync"],
