@@ -139,6 +139,10 @@ JSON = "application/json"
 
 async def commit(request: web.Request) -> web.Response:
     """POST /v1/commit: 200 once PostgreSQL committed it; 409 when stale; 400 on a bad body."""
+    # A declared length over the limit is refused before any of the body is read; a chunked
+    # body is cut by client_max_size (read() raises once past it).
+    if (request.content_length or 0) > MAX_BODY_BYTES:
+        return web.Response(body=TOO_LARGE_BODY, status=413, content_type=JSON)
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:

@@ -30,8 +30,16 @@ COMMITTER = web.AppKey("committer", GroupCommitter)
 
 async def commit(request: web.Request) -> web.Response:
     """POST /v1/commit: answered once the batch holding this commit is durable."""
+    # A declared length over the limit is refused before any of the body is read; a chunked
+    # body is cut by client_max_size (read() raises once past it).
+    if (request.content_length or 0) > MAX_BODY_BYTES:
+        return web.Response(body=TOO_LARGE_BODY, status=413, content_type=JSON)
+    # A declared length over the limit is refused before any of the body is read; a chunked
+    # body is cut by client_max_size (read() raises once past it).
+    if (request.content_length or 0) > MAX_BODY_BYTES:
+        return web.Response(body=TOO_LARGE_BODY, status=413, content_type=JSON)
     try:
-        body = await request.read()  # over client_max_size: HTTPRequestEntityTooLarge
+        body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         return web.Response(body=TOO_LARGE_BODY, status=413, content_type=JSON)
     try:
