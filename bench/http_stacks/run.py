@@ -50,7 +50,10 @@ def measure_wrk(server: RunningServer, connections: list[int], duration_s: float
     for conns in connections:
         for attempt in range(RETRIES + 1):
             meter = CpuMeter(server.proc.pid)
-            res = http_load.run_wrk(server.commit_url, duration_s, conns)
+            try:
+                res = http_load.run_wrk(server.commit_url, duration_s, conns)
+            except RuntimeError as exc:
+                raise RuntimeError(f"{exc} (server exit code: {server.proc.poll()})") from exc
             cpu = meter.stop()
             if cpu["other_cores"] <= MAX_OTHER_CORES or attempt == RETRIES:
                 break
@@ -120,6 +123,15 @@ FIXED_FIELDS = (("requests_per_s", 0), ("p50_ms", 2), ("p99_ms", 2), ("p999_ms",
                 ("errors", 0))
 
 
+def save(args: argparse.Namespace, wrk_runs: list[dict], fixed_runs: list[dict],
+         failures: list[dict]) -> None:
+    """Write every run so far (after each cell, so that a crash loses at most one cell)."""
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                    "args": vars(args) | {"out": str(args.out)}, "wrk": wrk_runs,
+                                    "fixed_rate": fixed_runs, "failures": failures}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run the rounds, write the raw runs and print the summary tables."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -144,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="http-stacks-"))
     wrk_runs: list[dict] = []
     fixed_runs: list[dict] = []
+    failures: list[dict] = []
     for rnd in range(args.rounds):
         cells = [(t, m) for t in stacks for m in modes]
         rng.shuffle(cells)
@@ -152,16 +165,19 @@ def main(argv: list[str] | None = None) -> None:
             print(f"round {rnd + 1}/{args.rounds}: {target.name} sync={mode} "
                   f"(others {quiet:.2f} cores before)", file=sys.stderr, flush=True)
             env = {"HTTP_BENCH_SYNC": mode, "HTTP_BENCH_FILE": str(tmp / f"{target.name}-{mode}.log")}
-            with RunningServer(target, tmp / f"{target.name}.out", env) as server:
-                for row in measure_wrk(server, conns, args.duration):
-                    wrk_runs.append({"stack": target.name, "sync": mode, "round": rnd, **row})
-                if args.fixed_rate and mode == "thread":
-                    row = measure_fixed(server, args.fixed_rate, args.fixed_duration,
-                                        args.fixed_connections)
-                    fixed_runs.append({"stack": target.name, "sync": mode, "round": rnd, **row})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": vars(args) | {
-        "out": str(args.out)}, "wrk": wrk_runs, "fixed_rate": fixed_runs}, indent=1))
+            tag = {"stack": target.name, "sync": mode, "round": rnd}
+            try:
+                with RunningServer(target, tmp / f"{target.name}-{mode}-{rnd}.out", env) as server:
+                    for row in measure_wrk(server, conns, args.duration):
+                        wrk_runs.append({**tag, **row})
+                    if args.fixed_rate and mode == "thread":
+                        row = measure_fixed(server, args.fixed_rate, args.fixed_duration,
+                                            args.fixed_connections)
+                        fixed_runs.append({**tag, **row})
+            except RuntimeError as exc:  # the server died or wrk could not reach it: keep the rest
+                print(f"  {target.name} sync={mode} failed: {exc}", file=sys.stderr, flush=True)
+                failures.append({**tag, "error": str(exc)})
+            save(args, wrk_runs, fixed_runs, failures)
     print(markdown(summarize(wrk_runs, ("stack", "sync", "connections"), tuple(f for f, _ in WRK_FIELDS)),
                    ("stack", "sync", "connections"), WRK_FIELDS))
     if fixed_runs:
