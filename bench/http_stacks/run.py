@@ -43,7 +43,8 @@ MAX_OTHER_CORES = 0.35
 RETRIES = 2
 
 
-def measure_wrk(server: RunningServer, connections: list[int], duration_s: float) -> list[dict]:
+def measure_wrk(server: RunningServer, connections: list[int], duration_s: float,
+                max_wait_s: float = 900.0) -> list[dict]:
     """One wrk run per connection count against a warmed-up server, with its CPU meters."""
     http_load.run_wrk(server.commit_url, 2, 16)  # warm-up: imports, caches, allocator
     rows = []
@@ -59,14 +60,15 @@ def measure_wrk(server: RunningServer, connections: list[int], duration_s: float
                 break
             print(f"  {conns} connections: others used {cpu['other_cores']:.2f} cores; again",
                   file=sys.stderr, flush=True)
-            wait_for_quiet()
+            wait_for_quiet(max_wait_s=max_wait_s)
         rows.append({"connections": conns, **res.as_dict(), **cpu, "attempts": attempt + 1,
                      "server_cpu_us_per_req": cpu["server_cpu_s"] / res.requests * 1e6
                      if res.requests else None})
     return rows
 
 
-def measure_fixed(server: RunningServer, rate: float, duration_s: float, connections: int) -> dict:
+def measure_fixed(server: RunningServer, rate: float, duration_s: float, connections: int,
+                  max_wait_s: float = 900.0) -> dict:
     """One fixed-rate run against a warmed-up server, with its CPU meters."""
     http_load.run_wrk(server.commit_url, 2, 16)
     for attempt in range(RETRIES + 1):
@@ -76,7 +78,7 @@ def measure_fixed(server: RunningServer, rate: float, duration_s: float, connect
         if cpu["other_cores"] <= MAX_OTHER_CORES or attempt == RETRIES:
             break
         print(f"  fixed rate: others used {cpu['other_cores']:.2f} cores; again", file=sys.stderr, flush=True)
-        wait_for_quiet()
+        wait_for_quiet(max_wait_s=max_wait_s)
     return {"connections": connections, **res.as_dict(), **cpu, "attempts": attempt + 1,
             "server_cpu_us_per_req": cpu["server_cpu_s"] / res.requests * 1e6 if res.requests else None}
 
@@ -146,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fixed-connections", type=int, default=64)
     ap.add_argument("--out", type=Path, default=Path("bench/results/http_stacks-latest.json"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-wait", type=float, default=900.0,
+                    help="seconds to wait for other jobs to quiet down before a cell runs anyway")
     args = ap.parse_args(argv)
 
     stacks = [STACKS[s] for s in args.stacks.split(",")]
@@ -161,18 +165,18 @@ def main(argv: list[str] | None = None) -> None:
         cells = [(t, m) for t in stacks for m in modes]
         rng.shuffle(cells)
         for target, mode in cells:
-            quiet = wait_for_quiet()
+            quiet = wait_for_quiet(max_wait_s=args.max_wait)
             print(f"round {rnd + 1}/{args.rounds}: {target.name} sync={mode} "
                   f"(others {quiet:.2f} cores before)", file=sys.stderr, flush=True)
             env = {"HTTP_BENCH_SYNC": mode, "HTTP_BENCH_FILE": str(tmp / f"{target.name}-{mode}.log")}
             tag = {"stack": target.name, "sync": mode, "round": rnd}
             try:
                 with RunningServer(target, tmp / f"{target.name}-{mode}-{rnd}.out", env) as server:
-                    for row in measure_wrk(server, conns, args.duration):
+                    for row in measure_wrk(server, conns, args.duration, args.max_wait):
                         wrk_runs.append({**tag, **row})
                     if args.fixed_rate and mode == "thread":
                         row = measure_fixed(server, args.fixed_rate, args.fixed_duration,
-                                            args.fixed_connections)
+                                            args.fixed_connections, args.max_wait)
                         fixed_runs.append({**tag, **row})
             except RuntimeError as exc:  # the server died or wrk could not reach it: keep the rest
                 print(f"  {target.name} sync={mode} failed: {exc}", file=sys.stderr, flush=True)
