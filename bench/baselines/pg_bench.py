@@ -32,21 +32,22 @@ def postmaster_pid(data_dir: Path) -> int:
     return int((data_dir / "postmaster.pid").read_text().split()[0])
 
 
-def measure(server: RunningServer, pg_pid: int, connections: list[int], duration_s: float) -> list[dict]:
+def measure(server: RunningServer, pg_pid: int, connections: list[int], duration_s: float,
+            max_wait_s: float = 900.0, retries: int = RETRIES) -> list[dict]:
     """wrk at each connection count (after a warm-up), with server and PostgreSQL CPU."""
     http_load.run_wrk(server.commit_url, 2, 16)
     rows = []
     for conns in connections:
-        for attempt in range(RETRIES + 1):
+        for attempt in range(retries + 1):
             pg_meter, meter = CpuMeter(pg_pid), CpuMeter(server.proc.pid)
             res = http_load.run_wrk(server.commit_url, duration_s, conns)
             cpu, pg = meter.stop(), pg_meter.stop()
             # the meter counts PostgreSQL as "other": take it out
             other = max(0.0, cpu["other_cores"] - pg["server_cpu_s"] / cpu["wall_s"])
-            if other <= MAX_OTHER_CORES or attempt == RETRIES:
+            if other <= MAX_OTHER_CORES or attempt == retries:
                 break
             print(f"  {conns} connections: others used {other:.2f} cores; again", file=sys.stderr, flush=True)
-            wait_for_quiet()
+            wait_for_quiet(max_wait_s=max_wait_s)
         n = res.requests or 1
         rows.append({"connections": conns, **res.as_dict(), **cpu, "other_cores": other,
                      "pg_cpu_s": pg["server_cpu_s"], "attempts": attempt + 1,
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("bench/results/pg_reference-latest.json"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-wait", type=float, default=900.0,
+                    help="seconds to wait for other jobs to quiet down before a run goes anyway")
+    ap.add_argument("--retries", type=int, default=RETRIES)
     args = ap.parse_args(argv)
     http_load.wrk_path()
     conns = [int(c) for c in args.connections.split(",")]
@@ -81,13 +85,13 @@ def main(argv: list[str] | None = None) -> None:
             order = list(variants)
             rng.shuffle(order)
             for pool, sql in order:
-                wait_for_quiet()
+                wait_for_quiet(max_wait_s=args.max_wait)
                 print(f"round {rnd + 1}/{args.rounds}: pool={pool} sql={sql}", file=sys.stderr, flush=True)
                 target = Target(f"pg-{sql}-pool{pool}", [
                     PYTHON, "-m", "bench.baselines.pg_server", "--dsn", pg.dsn, "--port", "{port}",
                     "--pool", str(pool), "--sql", sql])
                 with RunningServer(target, logs / f"{target.name}.out") as server:
-                    for row in measure(server, pg_pid, conns, args.duration):
+                    for row in measure(server, pg_pid, conns, args.duration, args.max_wait, args.retries):
                         runs.append({"variant": target.name, "round": rnd, **row})
         rows = int(pg.psql("SELECT count(*) FROM history"))
         keys = int(pg.psql("SELECT count(*) FROM offsets"))

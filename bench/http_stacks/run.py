@@ -44,19 +44,19 @@ RETRIES = 2
 
 
 def measure_wrk(server: RunningServer, connections: list[int], duration_s: float,
-                max_wait_s: float = 900.0) -> list[dict]:
+                max_wait_s: float = 900.0, retries: int = RETRIES) -> list[dict]:
     """One wrk run per connection count against a warmed-up server, with its CPU meters."""
     http_load.run_wrk(server.commit_url, 2, 16)  # warm-up: imports, caches, allocator
     rows = []
     for conns in connections:
-        for attempt in range(RETRIES + 1):
+        for attempt in range(retries + 1):
             meter = CpuMeter(server.proc.pid)
             try:
                 res = http_load.run_wrk(server.commit_url, duration_s, conns)
             except RuntimeError as exc:
                 raise RuntimeError(f"{exc} (server exit code: {server.proc.poll()})") from exc
             cpu = meter.stop()
-            if cpu["other_cores"] <= MAX_OTHER_CORES or attempt == RETRIES:
+            if cpu["other_cores"] <= MAX_OTHER_CORES or attempt == retries:
                 break
             print(f"  {conns} connections: others used {cpu['other_cores']:.2f} cores; again",
                   file=sys.stderr, flush=True)
@@ -68,14 +68,14 @@ def measure_wrk(server: RunningServer, connections: list[int], duration_s: float
 
 
 def measure_fixed(server: RunningServer, rate: float, duration_s: float, connections: int,
-                  max_wait_s: float = 900.0) -> dict:
+                  max_wait_s: float = 900.0, retries: int = RETRIES) -> dict:
     """One fixed-rate run against a warmed-up server, with its CPU meters."""
     http_load.run_wrk(server.commit_url, 2, 16)
-    for attempt in range(RETRIES + 1):
+    for attempt in range(retries + 1):
         meter = CpuMeter(server.proc.pid)
         res = http_load.run_fixed_rate(server.commit_url, rate, duration_s, connections)
         cpu = meter.stop()
-        if cpu["other_cores"] <= MAX_OTHER_CORES or attempt == RETRIES:
+        if cpu["other_cores"] <= MAX_OTHER_CORES or attempt == retries:
             break
         print(f"  fixed rate: others used {cpu['other_cores']:.2f} cores; again", file=sys.stderr, flush=True)
         wait_for_quiet(max_wait_s=max_wait_s)
@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-wait", type=float, default=900.0,
                     help="seconds to wait for other jobs to quiet down before a cell runs anyway")
+    ap.add_argument("--retries", type=int, default=RETRIES,
+                    help=f"runs again when others used over {MAX_OTHER_CORES} cores meanwhile")
     args = ap.parse_args(argv)
 
     stacks = [STACKS[s] for s in args.stacks.split(",")]
@@ -172,11 +174,11 @@ def main(argv: list[str] | None = None) -> None:
             tag = {"stack": target.name, "sync": mode, "round": rnd}
             try:
                 with RunningServer(target, tmp / f"{target.name}-{mode}-{rnd}.out", env) as server:
-                    for row in measure_wrk(server, conns, args.duration, args.max_wait):
+                    for row in measure_wrk(server, conns, args.duration, args.max_wait, args.retries):
                         wrk_runs.append({**tag, **row})
                     if args.fixed_rate and mode == "thread":
                         row = measure_fixed(server, args.fixed_rate, args.fixed_duration,
-                                            args.fixed_connections, args.max_wait)
+                                            args.fixed_connections, args.max_wait, args.retries)
                         fixed_runs.append({**tag, **row})
             except RuntimeError as exc:  # the server died or wrk could not reach it: keep the rest
                 print(f"  {target.name} sync={mode} failed: {exc}", file=sys.stderr, flush=True)
