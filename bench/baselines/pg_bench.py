@@ -56,12 +56,27 @@ def measure(server: RunningServer, pg_pid: int, connections: list[int], duration
     return rows
 
 
+def reference_target(front: str, dsn: str, pool: int, sql: str) -> Target:
+    """The reference server (pg_server.py) on the `aiohttp` or `granian-rsgi` front end."""
+    name = f"pg-{front}-{sql}-pool{pool}"
+    if front == "aiohttp":
+        return Target(name, [PYTHON, "-m", "bench.baselines.pg_server", "--dsn", dsn, "--port", "{port}",
+                             "--pool", str(pool), "--sql", sql])
+    if front == "granian-rsgi":
+        return Target(name, [PYTHON, "-m", "granian", "--interface", "rsgi", "--loop", "uvloop", "--host",
+                             "127.0.0.1", "--port", "{port}", "--workers", "1", "--runtime-threads", "1",
+                             "--log-level", "warning", "bench.baselines.pg_server:rsgi_app"],
+                      {"PG_REF_DSN": dsn, "PG_REF_POOL": str(pool), "PG_REF_SQL": sql})
+    raise ValueError(f"front end {front!r}: expected aiohttp or granian-rsgi")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start the cluster, measure each (pool, sql) variant over the rounds, print the summary."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--connections", default="1,64")
     ap.add_argument("--pools", default="16,64", help="pool sizes to measure")
     ap.add_argument("--sql", default="cte,tx", help="SQL shapes to measure (pg_server.py)")
+    ap.add_argument("--fronts", default="aiohttp", help="HTTP front ends: aiohttp, granian-rsgi")
     ap.add_argument("--duration", type=float, default=12.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("bench/results/pg_reference-latest.json"))
@@ -72,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     http_load.wrk_path()
     conns = [int(c) for c in args.connections.split(",")]
-    variants = [(int(p), s) for p in args.pools.split(",") for s in args.sql.split(",")]
+    variants = [(f, int(p), s) for f in args.fronts.split(",") for p in args.pools.split(",")
+                for s in args.sql.split(",")]
     rng = random.Random(args.seed)
     logs = Path(tempfile.mkdtemp(prefix="pg-bench-logs-"))
     runs: list[dict] = []
@@ -84,12 +100,11 @@ def main(argv: list[str] | None = None) -> None:
         for rnd in range(args.rounds):
             order = list(variants)
             rng.shuffle(order)
-            for pool, sql in order:
+            for front, pool, sql in order:
                 wait_for_quiet(max_wait_s=args.max_wait)
-                print(f"round {rnd + 1}/{args.rounds}: pool={pool} sql={sql}", file=sys.stderr, flush=True)
-                target = Target(f"pg-{sql}-pool{pool}", [
-                    PYTHON, "-m", "bench.baselines.pg_server", "--dsn", pg.dsn, "--port", "{port}",
-                    "--pool", str(pool), "--sql", sql])
+                print(f"round {rnd + 1}/{args.rounds}: {front} pool={pool} sql={sql}", file=sys.stderr,
+                      flush=True)
+                target = reference_target(front, pg.dsn, pool, sql)
                 with RunningServer(target, logs / f"{target.name}.out") as server:
                     for row in measure(server, pg_pid, conns, args.duration, args.max_wait, args.retries):
                         runs.append({"variant": target.name, "round": rnd, **row})

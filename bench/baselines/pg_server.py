@@ -14,13 +14,21 @@ Two ways to send the transaction, both measured (`--sql`):
 - `tx`: BEGIN; upsert ... RETURNING; INSERT INTO history; COMMIT: four round trips.
 
     python -m bench.baselines.pg_server --dsn postgresql://... --port 9000 [--pool 32] [--sql cte]
+
+The same server on granian's RSGI (the other measured front end; options from the environment,
+since granian's command line has no room for the app's):
+
+    PG_REF_DSN=postgresql://... PG_REF_POOL=32 PG_REF_SQL=cte \
+        granian --interface rsgi --loop uvloop --port 9000 bench.baselines.pg_server:rsgi_app
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import Any, Literal
 
 import asyncpg
 import msgspec
@@ -176,6 +184,50 @@ def make_app(dsn: str, pool_size: int = 32, sql: SqlMode = "cte") -> web.Applica
     app.router.add_get("/healthz", healthz)
     app.cleanup_ctx.append(store_ctx)
     return app
+
+
+class RsgiApp:
+    """The same routes as an RSGI app for granian; the pool opens in the worker's loop."""
+
+    HEADERS = [("content-type", JSON)]
+
+    def __init__(self) -> None:
+        self.store: PgStore | None = None
+
+    def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        sql = os.environ.get("PG_REF_SQL", "cte")
+        if sql not in ("cte", "tx"):
+            raise SystemExit(f"PG_REF_SQL={sql!r}: expected cte or tx")
+        self.store = loop.run_until_complete(PgStore.open(
+            os.environ["PG_REF_DSN"], int(os.environ.get("PG_REF_POOL", "32")), sql))  # type: ignore[arg-type]
+
+    def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.store is not None:
+            loop.run_until_complete(self.store.close())
+
+    async def __rsgi__(self, scope: Any, proto: Any) -> None:
+        if scope.path == "/healthz" and scope.method == "GET":
+            proto.response_bytes(200, self.HEADERS, HEALTHZ_BODY)
+        elif scope.path != "/v1/commit" or scope.method != "POST":
+            proto.response_bytes(404, self.HEADERS, encode_error("no such route"))
+        elif int(scope.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            proto.response_bytes(413, self.HEADERS, TOO_LARGE_BODY)
+        else:
+            try:
+                req = decode_commit(await proto())
+            except BadRequest as exc:
+                proto.response_bytes(400, self.HEADERS, encode_error(str(exc)))
+                return
+            assert self.store is not None
+            accepted, offset = await self.store.commit(req)
+            if accepted:
+                proto.response_bytes(200, self.HEADERS, _ENCODE(Answer(True, offset)))
+            else:
+                proto.response_bytes(409, self.HEADERS,
+                                     _ENCODE(Answer(False, offset, "commit refused: stale")))
+
+
+rsgi_app = RsgiApp()
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench import pg_cluster as pgc
-from bench.http_stacks.measure import PYTHON, RunningServer, Target
+from bench.baselines.pg_bench import reference_target
+from bench.http_stacks.measure import RunningServer
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +55,11 @@ def test_cluster_is_durable_and_leaves_nothing_behind() -> None:
     assert not root.exists()
 
 
-@pytest.mark.parametrize("sql", ["cte", "tx"])
-def test_reference_server_refuses_stale_commits_with_409(pg: pgc.PgCluster, tmp_path: Path, sql: str) -> None:
-    target = Target(f"pg-{sql}", [PYTHON, "-m", "bench.baselines.pg_server", "--dsn", pg.dsn,
-                                  "--port", "{port}", "--pool", "2", "--sql", sql])
-    key = {"group": f"g-{sql}", "topic": "orders", "queue_id": 3}
+@pytest.mark.parametrize("front, sql", [("aiohttp", "cte"), ("aiohttp", "tx"), ("granian-rsgi", "cte")])
+def test_reference_server_refuses_stale_commits_with_409(pg: pgc.PgCluster, tmp_path: Path, front: str,
+                                                         sql: str) -> None:
+    target = reference_target(front, pg.dsn, 2, sql)
+    key = {"group": f"g-{front}-{sql}", "topic": "orders", "queue_id": 3}
     with RunningServer(target, tmp_path / "server.out") as server:
         assert _post(server.commit_url, {**key, "offset": 10, "client": "c1"}) == (
             200, {"accepted": True, "offset": 10})
@@ -68,7 +69,7 @@ def test_reference_server_refuses_stale_commits_with_409(pg: pgc.PgCluster, tmp_
         status, body = _post(server.commit_url, {**key, "queue_id": -1, "offset": 1})
         assert status == 400 and "queue_id" in body["error"]
         assert _post(server.commit_url, {**key, "offset": 11})[0] == 200
-    where = f"consumer_group = 'g-{sql}'"
+    where = f"consumer_group = 'g-{front}-{sql}'"
     assert pg.psql(f'SELECT "offset" FROM offsets WHERE {where}') == "11"
     history = pg.psql(f"SELECT string_agg(\"offset\"::text, ',' ORDER BY seq) FROM history WHERE {where}")
     assert history == "10,10,11"
