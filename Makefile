@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast demo bench bench-full lint java-check clean
+.PHONY: venv test test-fast demo bench bench-full bench-tools lint java-check clean
 
 venv: $(STAMP)
 
@@ -24,10 +24,16 @@ java-check:
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { \
 		echo "Java 17 (or 21) is needed for Spark 4; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
-test: venv java-check
+# wrk (HTTP load) and PostgreSQL's server (the reference server's database), from Debian.
+bench-tools:
+	@command -v wrk >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "installing wrk and postgresql (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk postgresql >/dev/null; }
+
+test: venv java-check bench-tools
 	$(BIN)/python -m pytest -q
 
-test-fast: venv
+test-fast: venv bench-tools
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 lint: venv
