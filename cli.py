@@ -31,6 +31,15 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
+from ledger.documents import (
+    STATE_COLUMNS,
+    groups_doc,
+    history_doc,
+    progress_doc,
+    series_rows,
+    state_doc,
+    with_iso,
+)
 from ledger.errors import InvalidInput, LedgerError, RefusedError
 from ledger.timeparse import check_time, iso, parse_duration
 
@@ -197,25 +206,6 @@ def emit(doc: Any, as_json: bool, columns: Sequence[str] | None = None,
         return
     sys.stdout.write(render_table(rows, columns))
     sys.stdout.flush()
-
-
-def with_iso(row: dict[str, Any], *names: str) -> dict[str, Any]:
-    """Epoch-ms fields shown as ISO-8601 UTC."""
-    for n in names:
-        if n in row:
-            row[n] = iso(row[n])
-    return row
-
-
-def event_row(e: dict[str, Any]) -> dict[str, Any]:
-    """An event with ISO times plus `ts_ms` / `store_ts_ms`."""
-    return {
-        "seq": e["seq"], "ts": iso(e["ts"]), "ts_ms": e["ts"], "kind": e["kind"],
-        "consumer_group": e["consumer_group"], "topic": e["topic"], "queue_id": e["queue_id"],
-        "offset": e["offset"], "prev_offset": e["prev_offset"], "generation": e["generation"],
-        "client_id": e["client_id"], "actor": e["actor"], "store_ts": iso(e["store_ts"]),
-        "store_ts_ms": e["store_ts"], "detail": e["detail"],
-    }
 
 
 HISTORY_COLUMNS = ("seq", "ts", "kind", "consumer_group", "topic", "queue_id", "prev_offset",
@@ -493,7 +483,7 @@ def group_set(
 def group_list(ctx: typer.Context, as_json: bool = json_opt()) -> None:
     """List groups with their mode, queue count, total lag and last update."""
     with open_reader(ctx) as led:
-        rows = [with_iso(r, "last_update") for r in led.groups()]
+        rows = groups_doc(led.groups())
     emit(rows, as_json, ("consumer_group", "mode", "queues", "lag", "last_update"),
          empty="no groups")
 
@@ -669,7 +659,7 @@ def progress(
 ) -> None:
     """Per queue: bounds, committed and pulled offsets, lag, inflight, ready, generation."""
     with open_reader(ctx) as led:
-        rows = [with_iso(r, "last_update") for r in led.progress(group, topic)]
+        rows = progress_doc(led.progress(group, topic))
     emit(rows, as_json, PROGRESS_COLUMNS, empty=f"no offsets for group {group!r}")
 
 
@@ -741,9 +731,7 @@ def _lag_series(ctx: typer.Context, group: str | None, topic: str | None, since:
     if as_json:
         emit_json(doc)
         return
-    rows = [with_iso({"consumer_group": q["consumer_group"], "topic": q["topic"],
-                      "queue_id": q["queue_id"], **point}, "ts")
-            for q in doc for point in q["series"]]
+    rows = series_rows(doc)
     emit(rows, False, SERIES_COLUMNS, empty="no offsets in that span")
 
 
@@ -766,7 +754,7 @@ def history(
     with open_reader(ctx) as led:
         table = led.history(group=group, topic=topic, queue_id=queue, kind=kind,
                             since_ms=since, until_ms=until, limit=limit)
-        rows = [event_row(e) for e in table.to_pylist()]
+        rows = history_doc(table)
     emit(rows, as_json, HISTORY_COLUMNS, empty="no events")
 
 
@@ -780,10 +768,8 @@ def at(
     """Committed offsets as they were at ledger time TIME."""
     check_time(when, "time")
     with open_reader(ctx) as led:
-        table = led.state_at(ts=when, group=group)
-    cols = ("consumer_group", "topic", "queue_id", "committed_offset", "generation")
-    rows = [{c: r.get(c) for c in cols} for r in table.to_pylist()]
-    emit(rows, as_json, cols, empty="no offsets at that time")
+        rows = state_doc(led.state_at(ts=when, group=group))
+    emit(rows, as_json, STATE_COLUMNS, empty="no offsets at that time")
 
 
 @app.command()
@@ -1315,8 +1301,7 @@ def replay(
         if at_ts is None:
             at_ts = ledger_now_ms(root)
     rows = replay_fn(root, at_ts=at_ts, at_seq=seq, group=group, master=master)
-    cols = ("consumer_group", "topic", "queue_id", "committed_offset", "generation")
-    emit([{c: r.get(c) for c in cols} for r in rows], as_json, cols,
+    emit([{c: r.get(c) for c in STATE_COLUMNS} for r in rows], as_json, STATE_COLUMNS,
          empty="no offsets at that time")
 
 
