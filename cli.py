@@ -35,6 +35,7 @@ from ledger.documents import (
     STATE_COLUMNS,
     groups_doc,
     history_doc,
+    json_default,
     progress_doc,
     series_rows,
     state_doc,
@@ -140,20 +141,9 @@ class _LedgerCLI(TyperGroup):
 
 
 # ====================================================================== output helpers
-def _json_default(value: Any) -> Any:
-    """SQL results may hold DuckDB's HUGEINT sums (Decimal), dates and blobs."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
-
-
 def emit_json(doc: Any) -> None:
     """Exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, default=_json_default, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(doc, default=json_default, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 
@@ -1065,6 +1055,81 @@ def read_parquet(file: str) -> Any:
         return pq.read_table(path)
     except (pa.ArrowException, OSError) as e:
         raise InvalidInput(f"unreadable Parquet file {file!r}: {str(e).splitlines()[0]}") from None
+
+
+# ---------------------------------------------------------------------- server
+token_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                        help="Tokens of the server (`serve --tokens FILE`).")
+app.add_typer(token_app, name="token")
+
+
+def _tokens_file(ctx: typer.Context, given: Path | None) -> Path:
+    return given if given is not None else data_dir(ctx) / "tokens.toml"
+
+
+@token_app.command("add")
+def token_add(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME", help="Who the token is: the actor of "
+                                                         "everything it does."),
+    role: list[str] = typer.Option(..., "--role", metavar="consume|produce|operate|audit",
+                                   help="A role of the token; repeatable."),
+    groups: list[str] = typer.Option(None, "--groups", metavar="GLOB",
+                                     help="Groups it may touch (globs; repeatable; default all)."),
+    tokens: Path = typer.Option(None, "--tokens", metavar="FILE",
+                                help="The tokens file (default DATA_DIR/tokens.toml)."),
+) -> None:
+    """Add a token to the tokens file and print it, the only time it is shown (the file keeps
+    its sha256)."""
+    from server.tokens import add_token
+
+    path = _tokens_file(ctx, tokens)
+    secret = add_token(path, name, role, groups or [])
+    sys.stdout.write(secret + "\n")
+    note(f"token {name!r} ({', '.join(role)}) added to {path}: keep it, it is not shown again")
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(9888, "--port", help="Port (0: a free one, printed)."),
+    tokens: Path = typer.Option(None, "--tokens", metavar="FILE",
+                                help="Tokens file (TOML); without it only loopback is served."),
+    tls_cert: Path = typer.Option(None, "--tls-cert", metavar="FILE", help="TLS certificate."),
+    tls_key: Path = typer.Option(None, "--tls-key", metavar="FILE",
+                                 help="TLS private key (PKCS#8 PEM)."),
+    max_body_bytes: int = typer.Option(16 * 1024 * 1024, "--max-body-bytes", metavar="B",
+                                       help="Largest request body (over it: 413)."),
+    max_commands: int = typer.Option(100_000, "--max-commands", metavar="N",
+                                     help="Most commands in one request."),
+    header_timeout: float = typer.Option(10.0, "--header-timeout", metavar="S",
+                                         help="Seconds to send a request's headers (also the "
+                                              "idle keep-alive limit)."),
+    body_timeout: float = typer.Option(30.0, "--body-timeout", metavar="S",
+                                       help="Seconds to send a request's body."),
+) -> None:
+    """Serve the ledger over HTTP (API v1, group commit, metrics) until SIGTERM/SIGINT."""
+    from ledger import Ledger
+    from server import serve as run_server
+    from server.settings import ServeSettings
+    from server.tokens import TokenFile
+
+    root = data_dir(ctx)
+    settings = ServeSettings(
+        data_dir=str(root.resolve()), host=host, port=port,
+        tokens=str(tokens.resolve()) if tokens is not None else None,
+        tls_cert=str(tls_cert) if tls_cert is not None else None,
+        tls_key=str(tls_key) if tls_key is not None else None,
+        max_body_bytes=max_body_bytes, max_commands_per_request=max_commands,
+        header_timeout_s=header_timeout, body_timeout_s=body_timeout)
+    if tokens is not None:
+        TokenFile.load(tokens)  # a bad file is refused before anything starts
+    for path in (tls_cert, tls_key):
+        if path is not None and not path.is_file():
+            raise InvalidInput(f"TLS file {str(path)!r} does not exist")
+    Ledger.open(root).close()  # recovery, and the writer lock is free: say so now, in one line
+    raise typer.Exit(run_server(settings))
 
 
 # ---------------------------------------------------------------------- maintenance

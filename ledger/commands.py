@@ -334,6 +334,50 @@ def from_obj(obj: Any) -> Command:
         raise InvalidInput(_explain(str(e), obj)) from None
 
 
+_decoders: dict[type, msgspec.json.Decoder] = {}
+
+
+def decode_as(body: bytes, as_type: type[Command], extra: dict[str, Any] | None = None
+              ) -> Command:
+    """A request body holding one command of `as_type` (its op implied by the route; a body
+    naming another op is refused). `extra`: {"rename": {option: field}} for routes that take
+    the CLI's option names, {"set": {field: value}} for a value the path gives (a body giving
+    another is refused)."""
+    op = as_type.__struct_config__.tag
+    data = body[len(_BOM):] if body.startswith(_BOM) else body
+    if not extra:
+        decoder = _decoders.get(as_type)
+        if decoder is None:
+            decoder = _decoders[as_type] = msgspec.json.Decoder(as_type)
+        try:
+            return validate(decoder.decode(data))
+        except msgspec.ValidationError as e:
+            loose = _loose_value(data)
+            if isinstance(loose, dict):
+                loose.setdefault("op", op)
+            raise InvalidInput(_explain(str(e), loose)) from None
+        except msgspec.DecodeError as e:
+            raise InvalidInput(f"invalid JSON: {e}") from None
+    try:
+        obj = _loose.decode(data)
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise InvalidInput(f"invalid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"the body must be a JSON object, not {_shown(obj)}")
+    for option, name in extra.get("rename", {}).items():
+        if option in obj:
+            if name in obj:
+                raise InvalidInput(f"give {option} or {name}, not both")
+            obj[name] = obj.pop(option)
+    for name, value in extra.get("set", {}).items():
+        if name in obj and obj[name] != value:
+            raise InvalidInput(f"invalid {name} {_shown(obj[name])}: the path says {value!r}")
+        obj[name] = value
+    if obj.setdefault("op", op) != op:
+        raise InvalidInput(f"invalid op {_shown(obj['op'])}: this route takes {op}")
+    return from_obj(obj)
+
+
 def decode_lines(lines: list[bytes], first_line: int = 1) -> list[Command | InvalidInput]:
     """Every line (without its newline) as a command or the error naming it (no line aborts
     the others): one result per line, blank ones included."""

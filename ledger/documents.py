@@ -4,8 +4,10 @@ answer, shaped once here (times as ISO-8601 UTC next to their epoch ms where peo
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from ledger.timeparse import iso
@@ -57,3 +59,18 @@ def series_rows(doc: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [with_iso({"consumer_group": q["consumer_group"], "topic": q["topic"],
                       "queue_id": q["queue_id"], **point}, "ts")
             for q in doc for point in q["series"]]
+
+
+def json_default(value: Any) -> Any:
+    """SQL results may hold DuckDB's HUGEINT sums (Decimal), dates and blobs."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+#: Any document as JSON bytes (the faces' one encoder).
+encode_json = msgspec.json.Encoder(enc_hook=json_default).encode

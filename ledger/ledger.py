@@ -454,6 +454,10 @@ class Ledger:
     def groups(self) -> list[dict[str, Any]]:
         return queries.groups(self.writer)
 
+    def progress_all(self) -> list[dict[str, Any]]:
+        """Every key's progress: group, queue, bounds, committed offset, lag, time lag."""
+        return queries.progress_all(self.writer)
+
     def lag(self, *, group: str | None = None, topic: str | None = None,
             at_ms: int | str | None = None, window: int = 10, allowed_lag: int = 0
             ) -> list[dict[str, Any]]:

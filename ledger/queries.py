@@ -43,6 +43,13 @@ def progress(writer: Writer, group: str, topic: str | None = None) -> list[dict[
                  f"FROM progress WHERE {cond} ORDER BY topic, queue_id", params)
 
 
+def progress_all(writer: Writer) -> list[dict[str, Any]]:
+    """Every key's progress (the metrics' gauges): group, queue, offsets, lag, time lag."""
+    return _rows(writer,
+                 "SELECT consumer_group, topic, queue_id, min_offset, max_offset, "
+                 "committed_offset, lag, lag_ms FROM progress ORDER BY ALL")
+
+
 def groups(writer: Writer) -> list[dict[str, Any]]:
     """Every group with its mode, queue count, total lag (null when no queue's bounds are
     known) and last update."""

@@ -1,0 +1,173 @@
+"""The RSGI application granian's worker runs (`server.app:app`): HTTP/1.1 in, JSON out.
+
+granian parses HTTP, keeps connections alive, times out slow headers and terminates TLS in its
+Rust threads; this module only routes, authenticates, bounds bodies and answers. The ledger
+opens in `__rsgi_init__` (recovery, then `serving http://HOST:PORT` on stderr) and closes in
+`__rsgi_del__`, which granian calls after the last request on SIGTERM/SIGINT: the committer
+answers everything accepted, the view is flushed, the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from ledger import Ledger
+from ledger.documents import encode_json
+from server.committer import BatchStats, Committer
+from server.metrics import Metrics
+from server.openapi import openapi_document
+from server.reads import ReadSide
+from server.routes import ROUTES, Api, HttpError, Request, Route, error_status
+from server.settings import ServeSettings
+from server.tokens import ANYONE, Token, TokenFile
+
+logger = logging.getLogger("offset_ledger.server")
+_JSON = [("content-type", "application/json")]
+_TEXT = [("content-type", "text/plain; version=0.0.4; charset=utf-8")]
+_EXACT = {(r.method, r.pattern): r for r in ROUTES if "{" not in r.pattern}
+_PATTERNS = [r for r in ROUTES if "{" in r.pattern]
+_PATHS = {r.pattern for r in ROUTES}
+
+
+class App:
+    """An RSGI application: `__rsgi__` per request, `__rsgi_init__`/`__rsgi_del__` per worker."""
+
+    def __init__(self) -> None:
+        self.api: Api | None = None
+        self.tokens: TokenFile | None = None
+        self.metrics: Metrics | None = None
+        self.openapi = b""
+
+    # ---------------------------------------------------------------- lifecycle
+    def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        settings = ServeSettings.from_env()
+        root = Path(settings.data_dir)
+        self.tokens = TokenFile.load(Path(settings.tokens)) if settings.tokens else None
+        stats = BatchStats()
+        committer = Committer(lambda: Ledger.open(root), batch_commands_max=settings.batch_commands_max,
+                              pending_commands_max=settings.pending_commands_max, stats=stats)
+        reads = ReadSide(root)
+        self.metrics = Metrics(reads)
+        stats.observe = self.metrics.batch
+        self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
+        self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
+        sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
+        sys.stderr.flush()
+
+    def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.api is not None:
+            self.api.committer.stop(self.api.settings.shutdown_timeout_s)
+            self.api.reads.close()
+
+    # ---------------------------------------------------------------- requests
+    async def __rsgi__(self, scope: Any, proto: Any) -> None:
+        if scope.proto != "http":
+            return
+        started = time.perf_counter()
+        route_name = "unknown"
+        try:
+            route, params = _match(scope.method, scope.path)
+            route_name = route.pattern
+            status, body, headers = await self._answer(route, params, scope, proto)
+        except HttpError as e:
+            status, body, headers = e.status, encode_json({"error": e.message}), _JSON
+        except Exception as e:  # a library error a handler let through, or a bug
+            status = error_status(e)
+            if status >= 500:
+                logger.exception("internal error on %s %s", scope.method, scope.path)
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            body, headers = encode_json({"error": message}), _JSON
+        proto.response_bytes(status, headers, body)
+        if self.metrics is not None:
+            self.metrics.requests.labels(route_name).observe(time.perf_counter() - started)
+
+    async def _answer(self, route: Route, params: dict[str, str], scope: Any, proto: Any
+                      ) -> tuple[int, bytes, list[tuple[str, str]]]:
+        assert self.api is not None and self.metrics is not None
+        if route.pattern == "/openapi.json":
+            return 200, self.openapi, _JSON
+        token = self._token(scope, route)
+        if route.pattern == "/metrics":
+            if not token.may_read():
+                raise HttpError(403, f"forbidden: {token.name} may not read metrics")
+            return 200, await asyncio.to_thread(self.metrics.render), _TEXT
+        body = await self._body(scope, proto) if route.body else b""
+        query = {k: v[-1] for k, v in parse_qs(scope.query_string,
+                                                keep_blank_values=True).items()}
+        unknown = sorted(set(query) - set(route.query))
+        if unknown:
+            raise HttpError(400, f"unknown query parameter {unknown[0]!r}: "
+                                 f"{route.pattern} takes {', '.join(route.query) or 'none'}")
+        status, answer = await route.handler(self.api, Request(scope.method, scope.path, params,
+                                                               query, body, token))
+        return status, answer, _JSON
+
+    def _token(self, scope: Any, route: Route) -> Token:
+        if self.tokens is None or route.public:
+            return ANYONE
+        header = scope.headers.get("authorization")
+        if not header:
+            raise HttpError(401, "no token: send Authorization: Bearer <token>")
+        kind, _, presented = header.partition(" ")
+        if kind.lower() != "bearer" or not presented.strip():
+            raise HttpError(401, "the Authorization header must be Bearer <token>")
+        token = self.tokens.find(presented.strip())
+        if token is None:
+            raise HttpError(401, "unknown token")
+        return token
+
+    async def _body(self, scope: Any, proto: Any) -> bytes:
+        """The request body: 413 before reading one declared over the limit, or once a chunked
+        one passes it; read under a timeout so a slow sender holds only its own request."""
+        assert self.api is not None
+        limit = self.api.settings.max_body_bytes
+        length = scope.headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                raise HttpError(400, f"invalid Content-Length {length!r}")
+            if int(length) > limit:
+                raise HttpError(413, f"the body is {length} bytes: at most {limit} "
+                                     "(--max-body-bytes)")
+        try:
+            async with asyncio.timeout(self.api.settings.body_timeout_s):
+                if length is not None:
+                    return await proto()
+                chunks, size = [], 0
+                async for chunk in proto:
+                    size += len(chunk)
+                    if size > limit:
+                        raise HttpError(413, f"the body passed {limit} bytes (--max-body-bytes)")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except TimeoutError:
+            raise HttpError(408, "the body did not arrive within "
+                                 f"{self.api.settings.body_timeout_s:g} s") from None
+
+
+_SPECIAL = {("GET", "/metrics"): Route("GET", "/metrics", None, "Prometheus text",  # type: ignore[arg-type]
+                                       answer="Text"),
+            ("GET", "/openapi.json"): Route("GET", "/openapi.json", None,  # type: ignore[arg-type]
+                                            "This document", answer="Object", public=True)}
+
+
+def _match(method: str, path: str) -> tuple[Route, dict[str, str]]:
+    route = _EXACT.get((method, path)) or _SPECIAL.get((method, path))
+    if route is not None:
+        return route, {}
+    for route in _PATTERNS:
+        m = route.regex.match(path)
+        if m is not None and route.method == method:  # (`%` in a group name comes as %25)
+            return route, {k: unquote(v) for k, v in m.groupdict().items()}
+    allowed = sorted({r.method for r in ROUTES if r.regex.match(path)})
+    if allowed or path in _PATHS:
+        raise HttpError(405, f"{method} is not allowed on {path}: use {', '.join(allowed)}")
+    raise HttpError(404, f"no route {method} {path} (see /openapi.json)")
+
+
+app = App()

@@ -1,0 +1,340 @@
+"""API v1: one table of routes, each a thin call of the library (DESIGN.md, "Server").
+
+Writes go through the group committer (one batch, one fsync, then the answer); reads go to the
+read side (a follower of the durable log) on a thread, so they never wait for the writer. Every
+handler takes what the client sent and hands it to the same decoders and checks the CLI uses;
+bad input is a 4xx with one line naming the bad value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ledger import (
+    Commit,
+    GroupDelete,
+    GroupSet,
+    HistoryUnavailable,
+    InvalidInput,
+    LedgerError,
+    LedgerUnusable,
+    Pull,
+    QueueAppend,
+    QueueTruncate,
+    RefusedError,
+    Reset,
+)
+from ledger.commands import Command, decode_as, decode_document
+from ledger.documents import encode_json, groups_doc, history_doc, progress_doc, state_doc
+from ledger.results import CommitResult, ResetResult, Result, to_dict
+from server.committer import Busy, Committer, Stopping
+from server.reads import ReadSide
+from server.settings import ServeSettings
+from server.tokens import Token
+
+
+class HttpError(Exception):
+    """An answer other than success: status and one line naming what was wrong."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    params: dict[str, str]
+    query: dict[str, str]
+    body: bytes
+    token: Token
+
+
+Answer = tuple[int, bytes]
+Handler = Callable[["Api", Request], Awaitable[Answer]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route: method, path pattern, handler, and what the OpenAPI document says of it."""
+
+    method: str
+    pattern: str
+    handler: Handler
+    summary: str
+    query: tuple[str, ...] = ()
+    body: str | None = None  # name of the request body's schema
+    answer: str = "Rows"  # name of the 200 answer's schema
+    public: bool = False  # answered without a token
+    regex: re.Pattern[str] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.pattern)
+        object.__setattr__(self, "regex", re.compile(f"^{regex}$"))
+
+
+class Api:
+    """The routes' shared parts: the committer (writes), the read side, the settings."""
+
+    def __init__(self, settings: ServeSettings, committer: Committer, reads: ReadSide,
+                 tokens_on: bool) -> None:
+        self.settings = settings
+        self.committer = committer
+        self.reads = reads
+        self.tokens_on = tokens_on
+
+    # ---------------------------------------------------------------- helpers
+    async def write(self, commands: list[Command | LedgerError], token: Token,
+                    denied: list[str | None] | None = None) -> list[Result]:
+        """Commands through the group committer; answered once durable."""
+        actor = token.name if self.tokens_on else None
+        try:
+            future = self.committer.submit(commands, actor, denied)  # type: ignore[arg-type]
+        except (Busy, Stopping) as e:
+            raise HttpError(503, str(e)) from None
+        try:
+            return await asyncio.wrap_future(future)
+        except LedgerUnusable as e:
+            raise HttpError(503, f"the write failed and the ledger is reopening: {e}") from None
+
+    async def read(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn(follower)` on a thread: the follower caught up with the durable log."""
+        def run() -> Any:
+            with self.reads.ledger() as led:
+                return fn(led)
+
+        return await asyncio.to_thread(run)
+
+    def may(self, ok: bool, token: Token, what: str) -> None:
+        if not ok:
+            raise HttpError(403, f"forbidden: {token.name} may not {what}")
+
+
+def _json(status: int, doc: Any) -> Answer:
+    return status, encode_json(doc)
+
+
+def _doc(result: Result) -> dict[str, Any]:
+    doc = to_dict(result)
+    doc.pop("line", None)
+    doc.pop("op", None)
+    return doc
+
+
+def _single(result: Result, ok_status: int = 200) -> Answer:
+    """One command's answer: its document; a refusal by a rule is 409 with the same body, a
+    bad value 400, a sender who may not 403."""
+    if result.error is None:
+        return _json(ok_status, _doc(result))
+    if isinstance(result, CommitResult | ResetResult) and result.refused in (None, "policy",
+                                                                             "stale_plan"):
+        return _json(409, _doc(result) | {"error": result.error})
+    if result.refused in ("role", "group"):
+        raise HttpError(403, result.error)
+    if result.refused is not None:
+        raise HttpError(409, result.error)
+    raise HttpError(400, result.error)
+
+
+def _decode(body: bytes, as_type: type[Command], extra: dict[str, Any] | None = None) -> Command:
+    try:
+        return decode_as(body, as_type, extra)
+    except InvalidInput as e:
+        raise HttpError(400, str(e)) from None
+
+
+def _int(req: Request, name: str, default: int | None = None) -> int | None:
+    raw = req.query.get(name)
+    if raw is None:
+        return default
+    if re.fullmatch(r"-?[0-9]{1,19}", raw) is None:
+        raise HttpError(400, f"invalid {name} {raw!r}: expected an integer")
+    return int(raw)
+
+
+# ---------------------------------------------------------------------- writes
+async def commands(api: Api, req: Request) -> Answer:
+    try:
+        decoded = decode_document(req.body)
+    except InvalidInput as e:
+        raise HttpError(400, str(e)) from None
+    if len(decoded) > api.settings.max_commands_per_request:
+        raise HttpError(413, f"{len(decoded)} commands in one request: at most "
+                             f"{api.settings.max_commands_per_request}")
+    denied = [req.token.denies(c) if isinstance(c, Command) else None for c in decoded]
+    results = await api.write(decoded, req.token, denied)  # type: ignore[arg-type]
+    return _json(200, [to_dict(r) for r in results])
+
+
+async def _one(api: Api, req: Request, cmd: Command) -> Answer:
+    denied = req.token.denies(cmd)
+    [result] = await api.write([cmd], req.token, [denied])
+    return _single(result)
+
+
+async def commit(api: Api, req: Request) -> Answer:
+    return await _one(api, req, _decode(req.body, Commit))
+
+
+async def pull(api: Api, req: Request) -> Answer:
+    return await _one(api, req, _decode(req.body, Pull))
+
+
+async def queue_append(api: Api, req: Request) -> Answer:
+    return await _one(api, req, _decode(req.body, QueueAppend, _QUEUE_OPTION))
+
+
+async def queue_truncate(api: Api, req: Request) -> Answer:
+    return await _one(api, req, _decode(req.body, QueueTruncate, _QUEUE_OPTION))
+
+
+#: The queue routes take the CLI's options (`queue` for `--queue`) as well as `queue_id`.
+_QUEUE_OPTION = {"rename": {"queue": "queue_id"}}
+
+
+async def group_put(api: Api, req: Request) -> Answer:
+    return await _one(api, req, _decode(req.body or b"{}", GroupSet,
+                                        {"set": {"group": req.params["group"]}}))
+
+
+async def group_delete(api: Api, req: Request) -> Answer:
+    return await _one(api, req, GroupDelete(group=req.params["group"]))
+
+
+async def reset(api: Api, req: Request) -> Answer:
+    cmd = _decode(req.body or b"{}", Reset, {"set": {"group": req.params["group"]}})
+    assert isinstance(cmd, Reset)
+    if not cmd.execute:  # a dry run is a read: planned on the read side
+        api.may(req.token.denies(cmd) is None, req.token,
+                f"plan resets of group {cmd.group!r}")
+        try:
+            planned = await api.read(lambda led: led.run_reset(cmd))
+        except RefusedError as e:
+            raise HttpError(409, str(e)) from None
+        return _single(planned)
+    return await _one(api, req, cmd)
+
+
+# ---------------------------------------------------------------------- reads
+async def queues(api: Api, req: Request) -> Answer:
+    api.may(req.token.may_read() or "produce" in req.token.roles, req.token, "list queues")
+    return _json(200, await api.read(lambda led: led.queues(req.query.get("topic"))))
+
+
+async def groups(api: Api, req: Request) -> Answer:
+    api.may(req.token.may_read(), req.token, "list groups")
+    return _json(200, await api.read(lambda led: groups_doc(led.groups())))
+
+
+async def progress(api: Api, req: Request) -> Answer:
+    group = req.params["group"]
+    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    return _json(200, await api.read(
+        lambda led: progress_doc(led.progress(group, req.query.get("topic")))))
+
+
+async def lag(api: Api, req: Request) -> Answer:
+    group = req.params["group"]
+    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
+    [doc] = await api.read(lambda led: led.lag(group=group, at_ms=req.query.get("at"),
+                                               window=window, allowed_lag=allowed))
+    return _json(200, doc)
+
+
+async def history(api: Api, req: Request) -> Answer:
+    api.may(req.token.may_read(), req.token, "read history")
+    q = req.query
+    queue_id, limit = _int(req, "queue_id"), _int(req, "limit")
+    return _json(200, await api.read(lambda led: history_doc(led.history(
+        group=q.get("group"), topic=q.get("topic"), queue_id=queue_id, kind=q.get("kind"),
+        since_ms=q.get("since"), until_ms=q.get("until"), limit=limit))))
+
+
+async def state(api: Api, req: Request) -> Answer:
+    api.may(req.token.may_read(), req.token, "read the state at a time")
+    at = req.query.get("at")
+    if at is None:
+        raise HttpError(400, "state needs at (a time: ISO-8601, epoch ms or now)")
+    return _json(200, await api.read(
+        lambda led: state_doc(led.state_at(ts=at, group=req.query.get("group")))))
+
+
+async def lookup(api: Api, req: Request) -> Answer:
+    api.may(req.token.may_read(), req.token, "look up offsets by time")
+    topic, when = req.query.get("topic"), req.query.get("datetime")
+    if topic is None or when is None:
+        raise HttpError(400, "lookup needs topic and datetime")
+    return _json(200, await api.read(lambda led: led.offsets_for_time(topic, when)))
+
+
+class SqlBody(msgspec.Struct, forbid_unknown_fields=True):
+    query: str
+
+
+async def sql(api: Api, req: Request) -> Answer:
+    api.may(req.token.may_read(), req.token, "run SQL")
+    try:
+        body = msgspec.json.decode(req.body, type=SqlBody)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise HttpError(400, f"sql needs a JSON body {{\"query\": ...}}: {e}") from None
+    return _json(200, await api.read(lambda led: led.sql(body.query).to_pylist()))
+
+
+async def healthz(api: Api, req: Request) -> Answer:
+    return _json(200, await api.read(lambda led: {"ok": True, "next_seq": led.log.next_seq}))
+
+
+def error_status(e: BaseException) -> int:
+    """The HTTP status of a library error a route let through."""
+    if isinstance(e, HttpError):
+        return e.status
+    if isinstance(e, RefusedError):
+        return 409
+    if isinstance(e, InvalidInput | HistoryUnavailable):
+        return 400
+    if isinstance(e, LedgerUnusable):
+        return 503
+    return 400 if isinstance(e, LedgerError) else 500
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/v1/commands", commands, "A batch of commands (JSON array or NDJSON); one "
+          "result per command", body="Commands", answer="Results"),
+    Route("POST", "/v1/commit", commit, "Commit an offset (409 when a rule refuses it)",
+          body="Commit", answer="CommitResult"),
+    Route("POST", "/v1/pull", pull, "Where a client reads next (a stored reset first)",
+          body="Pull", answer="PullResult"),
+    Route("POST", "/v1/queues/append", queue_append, "Append messages to a queue",
+          body="QueueAppend", answer="QueueResult"),
+    Route("POST", "/v1/queues/truncate", queue_truncate, "Advance a queue's MinOffset",
+          body="QueueTruncate", answer="QueueResult"),
+    Route("GET", "/v1/queues", queues, "Queues with their bounds", query=("topic",)),
+    Route("GET", "/v1/groups", groups, "Groups with mode, queues, total lag, last update"),
+    Route("PUT", "/v1/groups/{group}", group_put, "Create a group or change its settings",
+          body="GroupSet", answer="GroupResult"),
+    Route("DELETE", "/v1/groups/{group}", group_delete, "Remove a group's offsets",
+          answer="GroupDeleteResult"),
+    Route("GET", "/v1/groups/{group}/progress", progress, "Progress of a group per queue",
+          query=("topic",)),
+    Route("POST", "/v1/groups/{group}/reset", reset, "Plan (or execute) a reset",
+          body="Reset", answer="ResetResult"),
+    Route("GET", "/v1/groups/{group}/lag", lag, "Lag health and time lag of a group",
+          query=("at", "window", "allowed_lag"), answer="Object"),
+    Route("GET", "/v1/history", history, "Events, oldest first",
+          query=("group", "topic", "queue_id", "kind", "since", "until", "limit")),
+    Route("GET", "/v1/state", state, "Committed offsets at a time", query=("at", "group")),
+    Route("GET", "/v1/lookup", lookup, "First offset stored at or after a time, per queue",
+          query=("topic", "datetime")),
+    Route("POST", "/v1/sql", sql, "One read-only SQL query", body="Sql"),
+    Route("GET", "/healthz", healthz, "200 once the ledger is open", answer="Object",
+          public=True),
+)
