@@ -176,6 +176,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     )
 }
 _FIELDS: tuple[str, ...] = COLUMNS[3:]
+_ROW_TYPES = tuple(EVENT_SCHEMA.field(name).type for name in COLUMNS[1:])
 
 
 class EventBuffer:
@@ -198,10 +199,7 @@ class EventBuffer:
         n = len(self.rows)
         columns = list(zip(*self.rows, strict=True)) if n else [()] * (len(COLUMNS) - 1)
         arrays = [pa.array(range(first_seq, first_seq + n), pa.int64())]
-        arrays += [
-            pa.array(col, EVENT_SCHEMA.field(name).type)
-            for name, col in zip(COLUMNS[1:], columns, strict=True)
-        ]
+        arrays += [pa.array(col, typ) for typ, col in zip(_ROW_TYPES, columns, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
 

@@ -41,6 +41,9 @@ class FileHandle(Protocol):
         ...
 
 
+_datasync = getattr(os, "fdatasync", os.fsync)
+
+
 class OsFileHandle:
     """`FileHandle` over a raw descriptor (no Python buffering: a write is a syscall)."""
 
@@ -52,7 +55,9 @@ class OsFileHandle:
         return os.write(self.fd, data)
 
     def fsync(self) -> None:
-        os.fsync(self.fd)
+        # fdatasync where there is one (as PostgreSQL's WAL): the data and what reading it
+        # back needs (an append's new size) reach the disk; only timestamps may not
+        _datasync(self.fd)
 
     def truncate(self, size: int) -> None:
         os.ftruncate(self.fd, size)

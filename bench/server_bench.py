@@ -1,0 +1,184 @@
+"""`python -m bench.server_bench`: `offset-ledger serve` against its targets (issue 14), in one run.
+
+- Single-commit requests, durability always, wrk at 1 and 64 connections: the ledger server's
+  64/1 ratio (group commit: >= 5x), and its rate against the PostgreSQL reference server
+  (bench/baselines/pg_server.py on the same HTTP stack, history insert + increase-only upsert
+  per request, synchronous_commit=on) at 64 connections (>= 3x). Rounds interleave the two.
+- Batched requests (`POST /v1/commands`, 1,000 commits each, 4 senders): commits/s against the
+  in-process `Ledger.submit` of the same batches (>= 0.8x).
+- p50 / p99 of single commits at a fixed offered load (2,000 requests/s over 64 connections,
+  latency counted from when each request was due: p99 < 10 ms), and the server's CPU per commit.
+
+Prints a summary and writes bench/results/server-latest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import http_load
+from bench.baselines.pg_bench import reference_target
+from bench.http_stacks.measure import CpuMeter, RunningServer, Target, wait_for_quiet
+from bench.pg_cluster import pg_cluster
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BATCH_COMMITS = 1_000
+BATCH_SENDERS = 4
+FIXED_RATE = 2_000.0
+
+
+def ledger_target(data: Path) -> Target:
+    exe = Path(sys.executable).parent / "offset-ledger"
+    return Target("ledger", [str(exe), "--data-dir", str(data), "serve", "--port", "{port}"])
+
+
+def wrk_rows(server: RunningServer, connections: list[int], duration_s: float) -> list[dict]:
+    http_load.run_wrk(server.commit_url, 2, 16)  # warm-up
+    rows = []
+    for conns in connections:
+        meter = CpuMeter(server.proc.pid)
+        res = http_load.run_wrk(server.commit_url, duration_s, conns)
+        cpu = meter.stop()
+        rows.append({"connections": conns, **res.as_dict(), **cpu,
+                     "server_cpu_us_per_req": cpu["server_cpu_s"] / max(res.requests, 1) * 1e6})
+    return rows
+
+
+def batched(url: str, seconds: float) -> dict[str, float]:
+    """Senders posting arrays of BATCH_COMMITS commits (each its own keys): commits/s."""
+    import urllib3
+
+    pool = urllib3.PoolManager(maxsize=BATCH_SENDERS)
+    done = [0] * BATCH_SENDERS
+    stop = time.monotonic() + seconds
+
+    def sender(i: int) -> None:
+        offset = 0
+        while time.monotonic() < stop:
+            offset += 1
+            body = json.dumps([{"op": "commit", "group": f"b{i}", "topic": "t",
+                                "queue_id": k, "offset": offset} for k in range(BATCH_COMMITS)])
+            r = pool.request("POST", url + "/v1/commands", body=body,
+                             headers={"Content-Type": "application/json"})
+            if r.status != 200:
+                raise RuntimeError(f"batched commits: {r.status} {r.data[:200]!r}")
+            done[i] += BATCH_COMMITS
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=sender, args=(i,)) for i in range(BATCH_SENDERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    return {"commits": sum(done), "seconds": elapsed, "commits_per_s": sum(done) / elapsed}
+
+
+def in_process(seconds: float) -> dict[str, float]:
+    """The same batches through `Ledger.submit` in this process (durability always)."""
+    from ledger import Ledger
+
+    root = Path(tempfile.mkdtemp(prefix="server-bench-submit-"))
+    try:
+        with Ledger.open(root) as led:
+            done, offset = 0, 0
+            started = time.monotonic()
+            while time.monotonic() - started < seconds:
+                offset += 1
+                for i in range(BATCH_SENDERS):
+                    led.submit([{"op": "commit", "group": f"b{i}", "topic": "t", "queue_id": k,
+                                 "offset": offset} for k in range(BATCH_COMMITS)])
+                    done += BATCH_COMMITS
+            elapsed = time.monotonic() - started
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {"commits": done, "seconds": elapsed, "commits_per_s": done / elapsed}
+
+
+def median_of(rows: list[dict], conns: int, field: str = "requests_per_s") -> float:
+    return statistics.median(r[field] for r in rows if r["connections"] == conns)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-wait", type=float, default=120.0,
+                    help="seconds to wait for other jobs to quiet down before a run goes anyway")
+    ap.add_argument("--out", type=Path, default=RESULTS / "server-latest.json")
+    args = ap.parse_args(argv)
+    http_load.wrk_path()
+    work = Path(tempfile.mkdtemp(prefix="server-bench-"))
+    ledger_rows: list[dict] = []
+    pg_rows: list[dict] = []
+    out: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": {
+        "duration": args.duration, "rounds": args.rounds}}
+    try:
+        with pg_cluster() as pg:
+            for rnd in range(args.rounds):
+                for name in (("ledger", "pg") if rnd % 2 == 0 else ("pg", "ledger")):
+                    wait_for_quiet(max_wait_s=args.max_wait)
+                    if name == "ledger":
+                        target = ledger_target(work / f"ledger-{rnd}")
+                    else:
+                        target = reference_target("granian-rsgi", pg.dsn, 16, "cte")
+                    with RunningServer(target, work / f"{name}-{rnd}.log") as server:
+                        rows = wrk_rows(server, [1, 64], args.duration)
+                        (ledger_rows if name == "ledger" else pg_rows).extend(
+                            {"round": rnd, **r} for r in rows)
+        wait_for_quiet(max_wait_s=args.max_wait)
+        with RunningServer(ledger_target(work / "ledger-batched"),
+                           work / "ledger-batched.log") as server:
+            out["batched"] = batched(server.base_url, args.duration)
+            wait_for_quiet(max_wait_s=args.max_wait)
+            fixed = http_load.run_fixed_rate(server.commit_url, FIXED_RATE, args.duration, 64)
+            out["fixed_rate"] = fixed.as_dict()
+        out["in_process"] = in_process(args.duration)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out["ledger_wrk"], out["pg_wrk"] = ledger_rows, pg_rows
+    one, many = median_of(ledger_rows, 1), median_of(ledger_rows, 64)
+    pg_many = median_of(pg_rows, 64)
+    out["targets"] = {
+        "group_commit_64_over_1": {"value": many / one, "target": 5.0},
+        "over_postgres_at_64": {"value": many / pg_many, "target": 3.0},
+        "batched_over_in_process": {"value": out["batched"]["commits_per_s"]
+                                    / out["in_process"]["commits_per_s"], "target": 0.8},
+        "p99_ms_at_2k": {"value": out["fixed_rate"]["p99_ms"], "target": 10.0, "lower": True},
+    }
+    out["cpu_us_per_commit_at_64"] = median_of(ledger_rows, 64, "server_cpu_us_per_req")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1))
+    print(summary(out))
+    return out
+
+
+def summary(out: dict[str, Any]) -> str:
+    t = out["targets"]
+    lines = [f"ledger server: {median_of(out['ledger_wrk'], 1):.0f} req/s at 1 connection, "
+             f"{median_of(out['ledger_wrk'], 64):.0f} at 64 "
+             f"({out['cpu_us_per_commit_at_64']:.0f} us CPU per commit at 64)",
+             f"PostgreSQL reference: {median_of(out['pg_wrk'], 1):.0f} at 1, "
+             f"{median_of(out['pg_wrk'], 64):.0f} at 64",
+             f"batched: {out['batched']['commits_per_s']:.0f} commits/s; in process: "
+             f"{out['in_process']['commits_per_s']:.0f}",
+             f"fixed {FIXED_RATE:.0f} req/s: p50 {out['fixed_rate']['p50_ms']:.2f} ms, "
+             f"p99 {out['fixed_rate']['p99_ms']:.2f} ms"]
+    for name, v in t.items():
+        ok = v["value"] <= v["target"] if v.get("lower") else v["value"] >= v["target"]
+        lines.append(f"  {name}: {v['value']:.2f} (target {'<=' if v.get('lower') else '>='} "
+                     f"{v['target']}) {'pass' if ok else 'MISSED'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
