@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -601,6 +602,78 @@ def phase_storage_bench(cfg: dict) -> dict:
     return mod.run(quick=cfg["quick_extras"])
 
 
+def _ledger_events(ledger: object, results: object, n: int) -> EventRows:
+    """The events a ledger wrote, each with the index of the command that caused it (results'
+    `seq` is a command's last event; commands that wrote none are skipped)."""
+    events = ledger.log.read()  # type: ignore[attr-defined]
+    seqs = results.column("seq").to_numpy(zero_copy_only=False)  # type: ignore[attr-defined]
+    has = np.flatnonzero(~np.isnan(seqs.astype(np.float64)))
+    lasts = seqs[has].astype(np.int64)
+    at = np.searchsorted(lasts, events.column("seq").to_numpy(), side="left")
+    return EventRows(events, has[np.minimum(at, len(has) - 1)], n)
+
+
+def phase_feeds(cfg: dict) -> dict:
+    """One repeat of every feed (bench/feeds.py), each three ways on the same commands:
+    `offset-ledger apply FILE.ndjson` as a user runs it (a process of its own: wall time,
+    and its CPU), `Ledger.apply_arrow` of the Parquet twin in process (the table read before
+    the clock starts), and SQLite's durable ingest of the same events (the ledger's own: the
+    reference fold reads only the pinned workload's columns), its store calls only, as in
+    phase_sqlite."""
+    import pyarrow.parquet as pq
+
+    from bench.baselines import sqlite_store as sq
+    from bench.feeds import FEEDS, ensure_feed
+    from ledger import Ledger
+
+    n = cfg["feed_commands"]
+    work = Path(cfg["workdir"])
+    cli = Path(sys.executable).with_name("offset-ledger")
+    out: dict = {"commands": n}
+    for feed in FEEDS:
+        path = ensure_feed(feed, n, cfg["seed"])
+        rec: dict = {"file": path.name}
+        root = _fresh(work / f"feed-{feed}-cli")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        p = subprocess.run([str(cli), "--data-dir", str(root), "apply", str(path)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wall = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if p.returncode != 0:
+            raise RuntimeError(f"offset-ledger apply {path.name} exited {p.returncode}: "
+                               f"{p.stderr[-500:]}")
+        with Ledger.open(root, readonly=True) as led:
+            cli_events = led.log.next_seq
+        shutil.rmtree(root, ignore_errors=True)
+        rec["cli"] = {"s": wall, "commands_per_s": n / wall,
+                      "cpu_s": (after.ru_utime - before.ru_utime)
+                      + (after.ru_stime - before.ru_stime), "events": cli_events}
+        table = pq.read_table(path.with_suffix(".parquet"))
+        root = _fresh(work / f"feed-{feed}-arrow")
+        gc.collect()
+        ledger = Ledger.open(root, durability="always")
+        t, c = time.perf_counter(), time.process_time()
+        results = ledger.apply_arrow(table)
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        rec["arrow"] = {"s": wall, "commands_per_s": n / wall, "cpu_s": cpu,
+                        "events": ledger.log.next_seq,
+                        "errors": results.num_rows - results.column("error").null_count}
+        events = _ledger_events(ledger, results, n)
+        ledger.close()
+        del table, results
+        shutil.rmtree(root, ignore_errors=True)
+        db = work / f"feed-{feed}.sqlite"
+        ingest = sq.ingest(events, db, index=False)
+        rec["sqlite"] = {"commands_per_s": ingest["commands_per_s"], "store_s": ingest["store_s"],
+                         "events": events.n_events}
+        for q in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            q.unlink(missing_ok=True)
+        del events
+        out[feed] = rec
+    return out
+
+
 PHASES: dict[str, Callable[[dict], dict]] = {
     "prepare": phase_prepare,
     "apply": phase_apply,
@@ -610,6 +683,7 @@ PHASES: dict[str, Callable[[dict], dict]] = {
     "recovery_open": phase_recovery_open,
     "reset": phase_reset,
     "lag": phase_lag,
+    "feeds": phase_feeds,
     "compaction": phase_compaction,
     "compaction_bench": phase_compaction_bench,
     "storage_bench": phase_storage_bench,

@@ -58,6 +58,15 @@ MEASURES: dict[str, tuple[str, str, str]] = {
     "compaction_events_per_s": ("Spark local[2] compact_root", "event/s", "higher"),
     "duckdb_copy_events_per_s": ("DuckDB COPY sorted to Parquet", "event/s", "higher"),
 }
+#: The feeds every path is measured on (bench/feeds.py): `offset-ledger apply` of the NDJSON,
+#: Ledger.apply_arrow of its Parquet twin, SQLite's ingest of the same commands' events.
+FEED_NAMES: tuple[str, ...] = ("mixed", "commits", "keys10x")
+FEED_PATHS: dict[str, str] = {"cli": "`offset-ledger apply` NDJSON", "arrow": "Ledger.apply_arrow",
+                              "sqlite": "SQLite ingest"}
+for _feed in FEED_NAMES:
+    for _path, _label in FEED_PATHS.items():
+        MEASURES[f"feed_{_feed}_{_path}_commands_per_s"] = (f"{_label}, feed {_feed}", "cmd/s",
+                                                            "higher")
 SPARK_KEYS = frozenset({"compacted_bytes_per_event", "compaction_events_per_s",
                         "duckdb_copy_events_per_s"})
 
@@ -74,6 +83,12 @@ TARGETS: list[tuple[str, str, str | None, str, float]] = [
     ("open with unsealed tail < 2 s", "open_s", None, "lt", 2.0),
     ("lag of one group < 50 ms", "lag_one_group_s", None, "lt", 0.05),
     ("lag of all groups < 1 s", "lag_all_groups_s", None, "lt", 1.0),
+    ("group history no slower than SQLite's index", "history_s", "sqlite_history_s", "ratio",
+     1.0),
+    *[(f"NDJSON apply >= 3x SQLite, feed {f}", f"feed_{f}_cli_commands_per_s",
+       f"feed_{f}_sqlite_commands_per_s", "ratio", 3.0) for f in FEED_NAMES],
+    *[(f"apply_arrow >= 5x SQLite, feed {f}", f"feed_{f}_arrow_commands_per_s",
+       f"feed_{f}_sqlite_commands_per_s", "ratio", 5.0) for f in FEED_NAMES],
 ]
 #: Comparisons without a target: (measure, baseline).
 COMPARISONS: list[tuple[str, str]] = [
@@ -195,7 +210,7 @@ def build(raw: dict) -> dict:
     ph = raw["phases"]
     apply, sq, refs = _ok(ph, "apply"), _ok(ph, "sqlite"), _ok(ph, "references")
     rec, reset, comp = _ok(ph, "recovery_open"), _ok(ph, "reset"), _ok(ph, "compaction")
-    lag = _ok(ph, "lag")
+    lag, feeds = _ok(ph, "lag"), _ok(ph, "feeds")
     last = [{"s": r["scaling"][-1]["state_at_s"]} for r in apply if r.get("scaling")]
     spark_note = raw.get("skipped", {}).get("compaction")
     sources: dict[str, tuple[list[dict], str]] = {
@@ -237,6 +252,8 @@ def build(raw: dict) -> dict:
         "open_view_rebuilt_s": (rec, "open_view_rebuilt_s"),
         "compaction_events_per_s": (comp, "events_per_s"),
         "duckdb_copy_events_per_s": (comp, "duckdb_copy.events_per_s"),
+        **{f"feed_{f}_{p}_commands_per_s": (feeds, f"{f}.{p}.commands_per_s")
+           for f in FEED_NAMES for p in FEED_PATHS},
     }
     measures = {}
     for key in MEASURES:
@@ -326,6 +343,14 @@ def build(raw: dict) -> dict:
         "lag_statuses": {"now": lag[0]["all_groups_now_statuses"],
                          "at_T": lag[0]["all_groups_at_statuses"]} if lag else None,
         "lag_ms_equals_progress": lag[0]["lag_ms_equals_progress"] if lag else None,
+        "feed_events": {f: {p: feeds[0][f][p]["events"] for p in FEED_PATHS}
+                        for f in FEED_NAMES if f in feeds[0]} if feeds else None,
+        "feed_arrow_errors": {f: [r[f]["arrow"]["errors"] for r in feeds if f in r]
+                              for f in FEED_NAMES} if feeds else None,
+        "feed_cli_cpu_s": {f: summary(r[f]["cli"]["cpu_s"] for r in feeds if f in r)["median"]
+                           for f in FEED_NAMES if all(f in r for r in feeds)} if feeds else None,
+        "feed_arrow_cpu_s": {f: summary(r[f]["arrow"]["cpu_s"] for r in feeds if f in r)["median"]
+                             for f in FEED_NAMES if all(f in r for r in feeds)} if feeds else None,
     }
     return {**raw, "measures": measures, "targets": targets, "comparisons": comparisons,
             "scaling": scaling, "peak_rss": rss, "checks": checks, "extras": extras,
@@ -419,6 +444,7 @@ def markdown(r: dict) -> str:
         a, b = m[c["measure"]], m[c["baseline"]]
         lines.append(f"| {a['label']} | {triple(a)} | {b['label']} | {triple(b)} | "
                      f"{ratio_text(c['advantage'])} |")
+    lines += feeds_markdown(r)
     rp = m["reset_plan_s"]
     lines += ["", f"Reset plan ({rp['label']}): {triple(rp)}; "
               f"open with the view file gone: {triple(m['open_view_rebuilt_s'])}.", "",
@@ -504,6 +530,37 @@ def markdown(r: dict) -> str:
               "- Peak RSS: ru_maxrss of the phase's process (each phase and repeat is its own "
               "process), and VmHWM of its child processes (the Spark JVM)."]
     return "\n".join(lines) + "\n"
+
+
+def feeds_markdown(r: dict) -> list[str]:
+    """Every feed, the slowest (by the CLI's advantage over SQLite) first."""
+    m, ck = r["measures"], r["checks"]
+    rows = []
+    for f in FEED_NAMES:
+        cli, arrow, sq = (m[f"feed_{f}_{p}_commands_per_s"] for p in FEED_PATHS)
+        if sq.get("median") is None:
+            continue
+        rows.append((advantage(cli, sq), advantage(arrow, sq), f, cli, arrow, sq))
+    if not rows:
+        return []
+    rows.sort(key=lambda x: (x[0] or {}).get("median") or 0.0)
+    n = r["config"].get("feed_commands")
+    out = ["", f"## Feeds ({n:,} commands each; slowest first)", "",
+           "`offset-ledger apply FILE.ndjson` in a process of its own (wall time, so Python's "
+           "start and the imports count), `Ledger.apply_arrow` of the Parquet twin in process, "
+           "SQLite's durable ingest of the events apply_arrow wrote (store calls only).", "",
+           "| Feed | NDJSON apply (CLI) | CPU s | x SQLite | apply_arrow | CPU s | x SQLite | "
+           "SQLite ingest |", "|---|---|---|---|---|---|---|---|"]
+    cli_cpu, arrow_cpu = ck.get("feed_cli_cpu_s") or {}, ck.get("feed_arrow_cpu_s") or {}
+    for a_cli, a_arrow, f, cli, arrow, sq in rows:
+        c1, c2 = cli_cpu.get(f), arrow_cpu.get(f)
+        out.append(f"| {f} | {triple(cli)} | {'n/a' if c1 is None else f'{c1:.2f}'} | "
+                   f"{ratio_text(a_cli)} | {triple(arrow)} | "
+                   f"{'n/a' if c2 is None else f'{c2:.2f}'} | {ratio_text(a_arrow)} | "
+                   f"{triple(sq)} |")
+    out += ["", f"Events per feed (CLI / apply_arrow / SQLite): {ck.get('feed_events')}",
+            ""]
+    return out
 
 
 # ----------------------------------------------------------------------------- plot

@@ -41,7 +41,7 @@ SIZES: dict[str, dict] = {
         "commands": 20_000, "scaling": [5_000, 10_000, 20_000], "segment_events_max": 5_000,
         "recovery_commands": 20_000, "repeat": 3, "query_repeat": 3, "lookups": 2_000,
         "duckdb_lookups": 200, "reset_queues": 1_000, "reset_repeat": 5, "apply_chunk": 8_192,
-        "spark": False,
+        "feed_commands": 20_000, "spark": False,
         "extras": False, "quick_extras": True, "compaction_repeat": 1, "budget_s": 60,
     },
     "default": {
@@ -50,7 +50,8 @@ SIZES: dict[str, dict] = {
         "commands": 1_000_000, "scaling": [100_000, 200_000, 300_000, 500_000, 700_000, 1_000_000],
         "segment_events_max": 100_000, "recovery_commands": 1_000_000, "repeat": 3,
         "query_repeat": 3, "lookups": 10_000, "duckdb_lookups": 300, "reset_queues": 1_000,
-        "reset_repeat": 20, "apply_chunk": 131_072, "spark": True, "extras": True, "quick_extras": True,
+        "reset_repeat": 20, "apply_chunk": 131_072, "feed_commands": 1_000_000, "spark": True,
+        "extras": True, "quick_extras": True,
         "compaction_repeat": 2, "budget_s": 555,
     },
     "full": {
@@ -58,8 +59,8 @@ SIZES: dict[str, dict] = {
         "scaling": [1_000_000, 2_000_000, 3_000_000, 5_000_000, 7_000_000, 10_000_000],
         "segment_events_max": 1_000_000, "recovery_commands": 1_000_000, "repeat": 3,
         "query_repeat": 3, "lookups": 10_000, "duckdb_lookups": 1_000, "reset_queues": 1_000,
-        "reset_repeat": 20, "apply_chunk": 131_072, "spark": True, "extras": True,
-        "quick_extras": False,
+        "reset_repeat": 20, "apply_chunk": 131_072, "feed_commands": 1_000_000, "spark": True,
+        "extras": True, "quick_extras": False,
         "compaction_repeat": 2, "budget_s": None,
     },
 }
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             add("prepare", run_phase("prepare", {**cfg, "commands": cfg["recovery_commands"]},
                                      workdir, PHASE_TIMEOUT_S))
         for r in range(cfg["repeat"]):
-            for name in ("apply", "sqlite", "references"):
+            for name in ("apply", "sqlite", "references", "feeds"):
                 add(name, run_phase(name, cfg, workdir, PHASE_TIMEOUT_S, repeat_index=r))
         for name in ("recovery_build", "recovery_open", "reset", "lag"):
             add(name, run_phase(name, cfg, workdir, PHASE_TIMEOUT_S))
