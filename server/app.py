@@ -57,8 +57,9 @@ class App:
         stats.observe = self.metrics.batch
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
-        sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
-        sys.stderr.flush()
+        # granian starts listening after this returns, before it runs the loop: say "serving"
+        # from the loop, so a client that connects on reading the line is not refused.
+        loop.call_soon(_say_serving, settings)
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:
@@ -148,6 +149,11 @@ class App:
         except TimeoutError:
             raise HttpError(408, "the body did not arrive within "
                                  f"{self.api.settings.body_timeout_s:g} s") from None
+
+
+def _say_serving(settings: ServeSettings) -> None:
+    sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
+    sys.stderr.flush()
 
 
 _SPECIAL = {("GET", "/metrics"): Route("GET", "/metrics", None, "Prometheus text",  # type: ignore[arg-type]
