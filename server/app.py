@@ -32,7 +32,6 @@ _JSON = [("content-type", "application/json")]
 _TEXT = [("content-type", "text/plain; version=0.0.4; charset=utf-8")]
 _EXACT = {(r.method, r.pattern): r for r in ROUTES if "{" not in r.pattern}
 _PATTERNS = [r for r in ROUTES if "{" in r.pattern]
-_PATHS = {r.pattern for r in ROUTES}
 
 
 class App:
@@ -77,7 +76,7 @@ class App:
             route_name = route.pattern
             status, body, headers = await self._answer(route, params, scope, proto)
         except HttpError as e:
-            status, body, headers = e.status, encode_json({"error": e.message}), _JSON
+            status, body, headers = e.status, encode_json({"error": e.message}), [*_JSON, *e.headers]
         except Exception as e:  # a library error a handler let through, or a bug
             status = error_status(e)
             if status >= 500:
@@ -170,9 +169,11 @@ def _match(method: str, path: str) -> tuple[Route, dict[str, str]]:
         m = route.regex.match(path)
         if m is not None and route.method == method:  # (`%` in a group name comes as %25)
             return route, {k: unquote(v) for k, v in m.groupdict().items()}
-    allowed = sorted({r.method for r in ROUTES if r.regex.match(path)})
-    if allowed or path in _PATHS:
-        raise HttpError(405, f"{method} is not allowed on {path}: use {', '.join(allowed)}")
+    allowed = ", ".join(sorted({r.method for r in (*ROUTES, *_SPECIAL.values())
+                                if r.regex.match(path)}))
+    if allowed:  # RFC 9110: a 405 says which methods the path takes
+        raise HttpError(405, f"{method} is not allowed on {path}: use {allowed}",
+                        (("allow", allowed),))
     raise HttpError(404, f"no route {method} {path} (see /openapi.json)")
 
 

@@ -42,10 +42,12 @@ from server.tokens import Token
 class HttpError(Exception):
     """An answer other than success: status and one line naming what was wrong."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()
+                 ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers
 
 
 @dataclass
