@@ -208,7 +208,7 @@ async def group_put(api: Api, req: Request) -> Answer:
 
 
 async def group_delete(api: Api, req: Request) -> Answer:
-    return await _one(api, req, GroupDelete(group=req.params["group"]))
+    return await _one(api, req, _decode(b"{}", GroupDelete, {"set": {"group": req.params["group"]}}))
 
 
 async def reset(api: Api, req: Request) -> Answer:
