@@ -164,6 +164,8 @@ def _int(req: Request, name: str, default: int | None = None) -> int | None:
 
 # ---------------------------------------------------------------------- writes
 async def commands(api: Api, req: Request) -> Answer:
+    if not req.body.strip():
+        raise HttpError(400, "no commands: the body is empty (send a JSON array or NDJSON)")
     try:
         decoded = decode_document(req.body)
     except InvalidInput as e:
