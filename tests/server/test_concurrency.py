@@ -21,6 +21,7 @@ COMMITTERS_PER_KEY = 2  # 8 keys: 16 committing threads
 COMMITS_PER_THREAD = 250
 PULLERS = 4
 PULLS_PER_THREAD = 150
+READERS = 2
 MESSAGES = 10 * COMMITTERS_PER_KEY * COMMITS_PER_THREAD
 
 
@@ -48,6 +49,23 @@ def _puller(server: Server, n: int, pulls: list[Any], errors: list[BaseException
         errors.append(e)
 
 
+def _reader(server: Server, stop: threading.Event, seen: list[Any],
+            errors: list[BaseException]) -> None:
+    """Reads while the others write: progress of each group, lag, history, metrics; records
+    each committed offset seen, in order."""
+    try:
+        with server.client(connections=1) as c:
+            while not stop.is_set():
+                for g in GROUPS:
+                    for row in c.progress(g, TOPIC):
+                        seen.append(((g, row["queue_id"]), row["committed_offset"]))
+                    assert c.lag(g)["consumer_group"] == g
+                assert isinstance(c.history(kind="commit", limit=5), list)
+                assert b"offset_ledger_lag_messages" in c.request("GET", "/metrics")
+    except BaseException as e:
+        errors.append(e)
+
+
 def test_many_clients_every_acknowledged_commit_is_in_the_log_exactly_once(
         tmp_path: Path) -> None:
     server = Server(tmp_path / "data")
@@ -67,11 +85,17 @@ def test_many_clients_every_acknowledged_commit_is_in_the_log_exactly_once(
         threads += [threading.Thread(target=_puller, args=(server, n, pulls, errors))
                     for n in range(PULLERS)]
         assert len(threads) >= 16 + PULLERS
-        for t in threads:
+        stop, seen = threading.Event(), [[] for _ in range(READERS)]
+        readers = [threading.Thread(target=_reader, args=(server, stop, mine, errors))
+                   for mine in seen]
+        for t in threads + readers:
             t.start()
         for t in threads:
             t.join(300)
-        assert not any(t.is_alive() for t in threads), "clients still running after 300 s"
+        stop.set()
+        for t in readers:
+            t.join(300)
+        assert not any(t.is_alive() for t in threads + readers), "clients still running"
         assert not errors, errors[:3]
         with server.client() as c:
             metrics = c.request("GET", "/metrics").decode()
@@ -112,6 +136,15 @@ def test_many_clients_every_acknowledged_commit_is_in_the_log_exactly_once(
                                         "commit"}
     assert sum(e["kind"] == "pull" for e in log) == len(moved)
 
+    # each reader saw only accepted offsets (never a refused one), never going backwards
+    sent = {(key, offset) for key, offset, _ in accepted}
+    for mine in seen:
+        assert mine
+        last_seen: dict[tuple[str, int], int] = {}
+        for key, offset in mine:
+            if offset is not None:
+                assert (key, offset) in sent and offset >= last_seen.get(key, 0), (key, offset)
+                last_seen[key] = offset
     batches, single = _batch_histogram(metrics)
     assert batches > 0 and single < batches, (batches, single)  # some batch held 2+ commands
     assert batches < len(acks) + len(pulls)  # fewer fsyncs than requests
