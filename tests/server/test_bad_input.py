@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,12 +18,14 @@ from tests.server.conftest import Server, raw
 MAX_BODY = 4096
 MAX_COMMANDS = 10
 KEY = {"group": "g", "topic": "t", "queue_id": 0}
+SLOW_S = 2  # --body-timeout and --header-timeout of the limited server
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     s = Server(tmp_path_factory.mktemp("limited") / "data", "--max-body-bytes", str(MAX_BODY),
-               "--max-commands", str(MAX_COMMANDS))
+               "--max-commands", str(MAX_COMMANDS), "--body-timeout", str(SLOW_S),
+               "--header-timeout", str(SLOW_S))
     try:
         status, _ = raw(s, "POST", "/v1/queues/append", b'{"topic":"t","queue":0,"count":100}')
         assert status == 200
@@ -188,6 +191,35 @@ def test_a_chunked_body_under_the_limit_is_applied(limited: Server) -> None:
     assert status == 200, doc
     assert isinstance(doc, list) and doc[0]["op"] == "commit" and "error" not in doc[0], doc
     assert limited.next_seq() == before + 1
+
+
+def test_a_slow_body_is_408_and_holds_no_one_else(limited: Server) -> None:
+    before = limited.next_seq()
+    with socket.create_connection(("127.0.0.1", limited.port), timeout=60) as slow:
+        slow.sendall(b"POST /v1/commit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: 100\r\n\r\n{\"group\":")
+        started = time.monotonic()
+        status, doc = raw(limited, "POST", "/v1/commit", _body({**KEY, "offset": 7}))
+        assert status == 200 and time.monotonic() - started < SLOW_S, doc  # not held
+        answer = slow.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"did not arrive within 2 s" in answer
+    assert limited.next_seq() == before + 1  # the other's commit only
+
+
+def test_slow_headers_are_cut_off_and_hold_no_one_else(limited: Server) -> None:
+    with socket.create_connection(("127.0.0.1", limited.port), timeout=60) as slow:
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and no end of headers
+        started = time.monotonic()
+        assert raw(limited, "GET", "/healthz")[0] == 200
+        assert time.monotonic() - started < SLOW_S
+        try:
+            rest = slow.recv(65536)
+        except ConnectionResetError:
+            rest = b""
+        waited = time.monotonic() - started
+    assert rest == b"" or rest.startswith(b"HTTP/1.1 408"), rest  # closed, or told why
+    assert waited < SLOW_S + 10, waited
 
 
 def test_a_bad_line_among_commands_is_answered_in_place_and_the_others_apply(
