@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from server.routes import ROUTES, Route
 from tests.server.conftest import Server, add_token, raw
 from tests.tools.crash_harness import _cli_command
 
@@ -81,6 +82,18 @@ def test_no_token_or_an_unknown_one_is_401(served: Served) -> None:
         assert status == 401, doc
         assert isinstance(doc, dict) and doc["error"], doc
     assert served.call(None, "GET", "/metrics")[0] == 401
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if not r.public],
+                         ids=[f"{r.method} {r.pattern}" for r in ROUTES if not r.public])
+def test_every_route_but_the_public_ones_needs_a_token(served: Served, route: Route) -> None:
+    path = route.pattern.replace("{group}", G)
+    before = served.server.next_seq()
+    status, doc = served.call(None, route.method, path, {} if route.body else None)
+    assert status == 401, doc
+    status, doc = served.call("not-a-token", route.method, path, {} if route.body else None)
+    assert status == 401, doc
+    assert served.server.next_seq() == before
 
 
 def test_health_and_the_openapi_document_need_no_token(served: Served) -> None:
