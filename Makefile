@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast demo bench bench-full bench-tools lint java-check clean
+.PHONY: venv test test-fast demo bench bench-full tools-check lint java-check clean
 
 venv: $(STAMP)
 
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 		|| { echo "offset-ledger needs Python >= 3.10 (found: $$($(PYTHON) --version 2>&1))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,server]'
 	touch $(STAMP)
 
 java-check:
@@ -24,16 +24,23 @@ java-check:
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { \
 		echo "Java 17 (or 21) is needed for Spark 4; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
-# wrk (HTTP load) and PostgreSQL's server (the reference server's database), from Debian.
-bench-tools:
-	@command -v wrk >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-		echo "installing wrk and postgresql (apt-get)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk postgresql >/dev/null; }
+# Debian packages the tests run: prometheus (scrapes the server in tests/server), wrk (HTTP load)
+# and PostgreSQL's server (the reference server's database). Checked here, installed by .ci/run.
+APT_TOOLS := prometheus wrk postgresql
+tools-check:
+	@missing=""; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql(initdb)"; \
+	if [ -n "$$missing" ]; then \
+		echo "the tests need these Debian packages, missing here:$$missing"; \
+		echo "  install them with: apt-get update && apt-get install -y $(APT_TOOLS)"; \
+		exit 1; fi
 
-test: venv java-check bench-tools
+test: venv java-check tools-check
 	$(BIN)/python -m pytest -q
 
-test-fast: venv bench-tools
+test-fast: venv tools-check
 	$(BIN)/python -m pytest -q -m "not spark and not slow"
 
 lint: venv

@@ -353,8 +353,10 @@ def decode_as(body: bytes, as_type: type[Command], extra: dict[str, Any] | None 
             return validate(decoder.decode(data))
         except msgspec.ValidationError as e:
             loose = _loose_value(data)
-            if isinstance(loose, dict):
-                loose.setdefault("op", op)
+            # another op than the route's: say so (not "unknown op 'reset'")
+            if isinstance(loose, dict) and loose.setdefault("op", op) != op:
+                raise InvalidInput(f"invalid op {_shown(loose['op'])}: this route takes "
+                                   f"{op}") from None
             raise InvalidInput(_explain(str(e), loose)) from None
         except msgspec.DecodeError as e:
             raise InvalidInput(f"invalid JSON: {e}") from None

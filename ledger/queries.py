@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from ledger.errors import HistoryUnavailable, InvalidInput
 from ledger.events import KINDS
-from ledger.limits import check_name, check_queue_id
+from ledger.limits import OFFSET_MAX, check_name, check_queue_id
 from ledger.sandbox import run_read_only
 from ledger.state import snapshot_rows
 from ledger.state_at import earliest_answerable_ts
@@ -96,8 +96,9 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         check_queue_id(queue_id)
     if kind is not None and kind not in KINDS:
         raise InvalidInput(f"invalid kind {kind!r}: use one of {', '.join(KINDS)}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidInput(f"invalid limit {limit!r}: must be a non-negative integer")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or not 0 <= limit <= OFFSET_MAX):  # DuckDB's LIMIT is an int64
+        raise InvalidInput(f"invalid limit {limit!r}: must be an integer from 0 to {OFFSET_MAX}")
     since_ms = resolve_time(since, writer, "since")
     until_ms = resolve_time(until, writer, "until")
     pre, pre_params, post, post_params = [], [], [], []

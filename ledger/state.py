@@ -28,7 +28,7 @@ from ledger.events import (
     Reset,
     Sync,
 )
-from ledger.limits import CLIENT_TIMEOUT_MS_DEFAULT
+from ledger.limits import CLIENT_TIMEOUT_MS_DEFAULT, OFFSET_MAX
 
 Key = tuple[str, str, int]  # (consumer_group, topic, queue_id)
 QueueKey = tuple[str, int]  # (topic, queue_id)
@@ -360,6 +360,9 @@ class State:
     ) -> tuple[int, int]:
         q = self.queues.get((topic, queue_id))
         before = q.max_offset if q is not None else 0
+        if before + count > OFFSET_MAX:  # an offset is an int64 in the log and the state
+            raise InvalidInput(f"invalid count {count} for {topic}:{queue_id}: MaxOffset {before} "
+                               f"+ {count} would pass the largest offset {OFFSET_MAX}")
         self.emit(out, QueueAppend(ts=now_ms, topic=topic, queue_id=queue_id,
                                     offset=before + count, prev_offset=before, actor=actor,
                                     store_ts=store_ts, detail=detail))

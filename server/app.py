@@ -32,7 +32,6 @@ _JSON = [("content-type", "application/json")]
 _TEXT = [("content-type", "text/plain; version=0.0.4; charset=utf-8")]
 _EXACT = {(r.method, r.pattern): r for r in ROUTES if "{" not in r.pattern}
 _PATTERNS = [r for r in ROUTES if "{" in r.pattern]
-_PATHS = {r.pattern for r in ROUTES}
 
 
 class App:
@@ -57,8 +56,9 @@ class App:
         stats.observe = self.metrics.batch
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
-        sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
-        sys.stderr.flush()
+        # granian starts listening after this returns, before it runs the loop: say "serving"
+        # from the loop, so a client that connects on reading the line is not refused.
+        loop.call_soon(_say_serving, settings)
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:
@@ -76,7 +76,7 @@ class App:
             route_name = route.pattern
             status, body, headers = await self._answer(route, params, scope, proto)
         except HttpError as e:
-            status, body, headers = e.status, encode_json({"error": e.message}), _JSON
+            status, body, headers = e.status, encode_json({"error": e.message}), [*_JSON, *e.headers]
         except Exception as e:  # a library error a handler let through, or a bug
             status = error_status(e)
             if status >= 500:
@@ -150,6 +150,11 @@ class App:
                                  f"{self.api.settings.body_timeout_s:g} s") from None
 
 
+def _say_serving(settings: ServeSettings) -> None:
+    sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
+    sys.stderr.flush()
+
+
 _SPECIAL = {("GET", "/metrics"): Route("GET", "/metrics", None, "Prometheus text",  # type: ignore[arg-type]
                                        answer="Text"),
             ("GET", "/openapi.json"): Route("GET", "/openapi.json", None,  # type: ignore[arg-type]
@@ -164,9 +169,11 @@ def _match(method: str, path: str) -> tuple[Route, dict[str, str]]:
         m = route.regex.match(path)
         if m is not None and route.method == method:  # (`%` in a group name comes as %25)
             return route, {k: unquote(v) for k, v in m.groupdict().items()}
-    allowed = sorted({r.method for r in ROUTES if r.regex.match(path)})
-    if allowed or path in _PATHS:
-        raise HttpError(405, f"{method} is not allowed on {path}: use {', '.join(allowed)}")
+    allowed = ", ".join(sorted({r.method for r in (*ROUTES, *_SPECIAL.values())
+                                if r.regex.match(path)}))
+    if allowed:  # RFC 9110: a 405 says which methods the path takes
+        raise HttpError(405, f"{method} is not allowed on {path}: use {allowed}",
+                        (("allow", allowed),))
     raise HttpError(404, f"no route {method} {path} (see /openapi.json)")
 
 

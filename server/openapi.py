@@ -8,6 +8,9 @@ from typing import Any
 import msgspec
 
 from ledger import commands, results
+from ledger.events import KINDS
+from ledger.limits import LAG_WINDOW_MAX, NAME_PATTERN, OFFSET_MAX, QUEUE_ID_MAX, TS_MAX
+from ledger.timeparse import EPOCH_SECONDS_MAX, EPOCH_SECONDS_MIN
 from server.routes import ROUTES, SqlBody
 
 _BODIES: dict[str, Any] = {
@@ -23,6 +26,28 @@ _ANSWERS: dict[str, Any] = {
 _LOOSE = {"Rows": {"type": "array", "items": {"type": "object"}},
           "Results": {"type": "array", "items": {"type": "object"}},
           "Object": {"type": "object"}}
+#: What msgspec's types leave to `commands.validate`, said in JSON Schema where it can be: the
+#: name alphabet (limits.NAME_PATTERN) and times (timeparse.parse_time: epoch ms; ISO-8601, UTC
+#: unless it says otherwise; now). Digits in a query string that read as epoch seconds are
+#: refused as ambiguous, a JSON integer never is.
+_NAME = {"type": "string", "pattern": f"^{NAME_PATTERN.pattern}$"}
+_ISO_OR_NOW = {"type": "string", "pattern": "^(now|(19[7-9][0-9]|[2-9][0-9]{3})-(0[1-9]|1[0-2])-"
+                                            "(0[1-9]|1[0-9]|2[0-8])(T([01][0-9]|2[0-3]):[0-5]"
+                                            "[0-9](:[0-5][0-9](\\.[0-9]{3})?)?Z?)?)$"}
+_TIME = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": TS_MAX}, _ISO_OR_NOW]}
+_QUERY_TIME = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": EPOCH_SECONDS_MIN - 1},
+                         {"type": "integer", "minimum": EPOCH_SECONDS_MAX, "maximum": TS_MAX},
+                         _ISO_OR_NOW]}
+_FIELDS = {"group": _NAME, "topic": _NAME, "client": _NAME, "actor": _NAME, "ts": _TIME,
+           "store_time": _TIME, "to_datetime": _TIME, "to_state_at": _TIME}
+_QUERY = {"topic": _NAME, "group": _NAME, "at": _QUERY_TIME, "since": _QUERY_TIME,
+          "until": _QUERY_TIME, "datetime": _QUERY_TIME, "kind": {"type": "string", "enum": list(KINDS)},
+          "queue_id": {"type": "integer", "minimum": 0, "maximum": QUEUE_ID_MAX},
+          "limit": {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX},
+          "window": {"type": "integer", "minimum": 1, "maximum": LAG_WINDOW_MAX},
+          "allowed_lag": {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX}}
+#: Query parameters a route cannot do without (its handler answers 400 naming them).
+_REQUIRED = {("/v1/state", "at"), ("/v1/lookup", "topic"), ("/v1/lookup", "datetime")}
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
 _STATUS = {400: "A bad value, named in `error`", 401: "No token, or an unknown one",
            403: "The token's role or groups do not allow it", 404: "No such route",
@@ -37,15 +62,15 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
     (schemas_list, components) = msgspec.json.schema_components(
         types, ref_template="#/components/schemas/{name}")
     named = dict(zip([*_BODIES, *_ANSWERS, "Command"], schemas_list, strict=True))
-    components = {k: _without_op(v) for k, v in components.items()}
+    components = {k: _without_op(v) if k in _COMMANDS else v for k, v in components.items()}
     components["Error"] = _ERROR
     paths: dict[str, Any] = {}
     for route in ROUTES:
         op: dict[str, Any] = {"summary": route.summary, "responses": _responses(route, named)}
-        params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        params = [{"name": name, "in": "path", "required": True, "schema": _NAME}
                   for name in route.regex.groupindex]
-        params += [{"name": q, "in": "query", "required": False, "schema": {"type": "string"}}
-                   for q in route.query]
+        params += [{"name": q, "in": "query", "required": (route.pattern, q) in _REQUIRED,
+                    "schema": _QUERY.get(q, {"type": "string"})} for q in route.query]
         if params:
             op["parameters"] = params
         if route.body == "Commands":
@@ -53,8 +78,13 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
                 "application/json": {"schema": {"type": "array", "items": named["Command"]}},
                 "application/x-ndjson": {"schema": {"type": "string"}}}}
         elif route.body is not None:
-            op["requestBody"] = {"required": True, "content": {
-                "application/json": {"schema": named[route.body]}}}
+            schema = named[route.body]
+            if "group" in route.regex.groupindex:  # the path names the group: the body may not
+                name = schema["$ref"].rsplit("/", 1)[1]
+                schema = {**components[name], "required": [
+                    r for r in components[name].get("required", []) if r != "group"]}
+            op["requestBody"] = {"required": route.body != "GroupSet", "content": {
+                "application/json": {"schema": schema}}}
         if tokens and not route.public:
             op["security"] = [{"bearer": []}]
         paths.setdefault(route.pattern, {})[route.method.lower()] = op
@@ -78,13 +108,25 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
     return doc
 
 
+_COMMANDS = {c.__name__ for c in commands.COMMAND_TYPES} | {"PlanRow"}
+
+
 def _without_op(schema: dict[str, Any]) -> dict[str, Any]:
-    """A command's `op` is implied by its route: not required in a route's body."""
-    required = [r for r in schema.get("required", []) if r != "op"]
+    """A command's `op` is implied by its route: not required in a route's body. Its names and
+    times get the rules `commands.validate` checks (`_FIELDS`)."""
     out = dict(schema)
     if "required" in schema:
-        out["required"] = required
+        out["required"] = [r for r in schema["required"] if r != "op"]
+    out["properties"] = {k: _field(v, _FIELDS[k]) if k in _FIELDS else v
+                         for k, v in schema.get("properties", {}).items()}
     return out
+
+
+def _field(schema: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
+    """`rule` in place of a field's plain type, keeping null where the field is optional."""
+    nullable = {"type": "null"} in schema.get("anyOf", [])
+    out = {"anyOf": [rule, {"type": "null"}]} if nullable else dict(rule)
+    return out | {k: v for k, v in schema.items() if k in ("default", "description")}
 
 
 def _responses(route: Any, named: dict[str, Any]) -> dict[str, Any]:

@@ -42,10 +42,12 @@ from server.tokens import Token
 class HttpError(Exception):
     """An answer other than success: status and one line naming what was wrong."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()
+                 ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers
 
 
 @dataclass
@@ -162,6 +164,8 @@ def _int(req: Request, name: str, default: int | None = None) -> int | None:
 
 # ---------------------------------------------------------------------- writes
 async def commands(api: Api, req: Request) -> Answer:
+    if not req.body.strip():
+        raise HttpError(400, "no commands: the body is empty (send a JSON array or NDJSON)")
     try:
         decoded = decode_document(req.body)
     except InvalidInput as e:
@@ -206,7 +210,7 @@ async def group_put(api: Api, req: Request) -> Answer:
 
 
 async def group_delete(api: Api, req: Request) -> Answer:
-    return await _one(api, req, GroupDelete(group=req.params["group"]))
+    return await _one(api, req, _decode(b"{}", GroupDelete, {"set": {"group": req.params["group"]}}))
 
 
 async def reset(api: Api, req: Request) -> Answer:

@@ -88,3 +88,24 @@ def test_a_time_past_year_9999_is_refused_instead_of_breaking_every_later_read(
     assert "out of range" in first["error"] and second["seq"] == 0
     r = cli("history", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)[0]["ts"] == "9999-12-31T23:59:59.999Z"
+
+
+@pytest.mark.parametrize("batch", [2, 4096], ids=["per-command", "column-wise"])
+def test_an_append_past_the_largest_offset_is_refused_not_a_broken_writer(
+        tmp_path: Path, batch: int) -> None:
+    """A queue whose MaxOffset a tool set near 2**63 (queue_bounds) took an append past int64:
+    the state's offset array overflowed, the writer became unusable and, in the server, the
+    whole group-commit batch of every client failed. It is bad input of that one command."""
+    from ledger.commands import QueueAppend
+    from ledger.limits import OFFSET_MAX
+
+    led = Ledger.open(tmp_path / "data", clock=FakeClock(T0))
+    led.queue_bounds("t", 0, max_offset=OFFSET_MAX - 1)
+    results = led.submit_decoded([QueueAppend(topic="t", queue_id=0, count=1)] * batch
+                                 + [QueueAppend(topic="t", queue_id=1, count=5)])
+    assert results[0].error is None and results[-1].error is None
+    assert all("would pass the largest offset" in (r.error or "") for r in results[1:-1])
+    assert led.writer.unusable is None
+    led.close()
+    with Ledger.open(tmp_path / "data", readonly=True) as reader:
+        assert [q["max_offset"] for q in reader.queues()] == [OFFSET_MAX, 5]

@@ -1,18 +1,29 @@
 """A real `offset-ledger serve` process on loopback, started per test (or module) and stopped
-with SIGTERM; its URL read from the `serving http://HOST:PORT` line it prints on stderr."""
+with SIGTERM; its URL read from the `serving http://HOST:PORT` line it prints on stderr.
+
+granian runs the app in a worker process under its main process: the server is started in a
+session of its own, so `kill()` can SIGKILL both at once (a kill -9 of the main alone would
+leave the worker holding the writer lock)."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import json
 import os
 import re
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
+from ledger import Ledger
 from server.client import LedgerClient
 from tests.tools.crash_harness import _cli_command
 
@@ -27,8 +38,8 @@ class Server:
         self.data = data
         self.proc = subprocess.Popen(
             [*_cli_command(), "--data-dir", str(data), "serve", "--port", "0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, **(env or {})})
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            env={**os.environ, **(env or {})}, start_new_session=True)
         self.lines: list[str] = []
         self.url = ""
         started = threading.Event()
@@ -45,30 +56,108 @@ class Server:
 
         threading.Thread(target=drain, daemon=True).start()
         if not started.wait(START_TIMEOUT_S) or not self.url:
-            self.proc.kill()
+            self.kill()
             raise AssertionError(f"serve did not start: {''.join(self.lines)[-2000:]}")
 
     @property
     def stderr(self) -> str:
         return "".join(self.lines)
 
-    def client(self, token: str | None = None) -> LedgerClient:
-        return LedgerClient(self.url, token=token)
+    @property
+    def port(self) -> int:
+        return int(urlsplit(self.url).port or 0)
+
+    def client(self, token: str | None = None, **kw: Any) -> LedgerClient:
+        return LedgerClient(self.url, token=token, **kw)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
+        code = self.proc.wait(timeout)
+        wait_for(lambda: not _group_alive(self.proc.pid), 30, "granian's worker to exit")
+        return code
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
+        """SIGKILL granian's main and worker together (the whole process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        wait_for(lambda: not _group_alive(self.proc.pid), 30, "the killed server to be gone")
+
+    def next_seq(self) -> int:
+        """The durable log's end, read by a reader of the data directory (no lock)."""
+        led = Ledger.open(self.data, readonly=True)
+        try:
+            led.catch_up()
+            return led.log.next_seq
+        finally:
+            led.close()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, what: str,
+             every_s: float = 0.05) -> Any:
+    """Poll `condition` until it is truthy (its value is returned) or fail naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def add_token(tokens: Path, name: str, *roles: str, groups: tuple[str, ...] = ()) -> str:
+    """`offset-ledger token add NAME --role R... [--groups G...] --tokens FILE`: the token."""
+    args = [*_cli_command(), "token", "add", name, "--tokens", str(tokens)]
+    args += [a for r in roles for a in ("--role", r)]
+    args += [a for g in groups for a in ("--groups", g)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip()
+    assert token and "\n" not in token, done.stdout
+    return token
+
+
+def raw(server: Server, method: str, path: str, body: bytes | None = None,
+        headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """One request over a fresh connection, as sent (no client library in between): the
+    status and the decoded JSON body (or the raw text when it is not JSON)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        data = response.read()
+    finally:
+        conn.close()
+    try:
+        return response.status, json.loads(data)
+    except ValueError:
+        return response.status, data.decode(errors="replace")
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     s = Server(tmp_path / "data")
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for a module whose tests use keys of their own."""
+    s = Server(tmp_path_factory.mktemp("served") / "data")
     try:
         yield s
     finally:
