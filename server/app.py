@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote
 from ledger import Ledger
 from ledger.documents import encode_json
 from server.committer import BatchStats, Committer
+from server.console import ConsoleFiles
 from server.metrics import Metrics
 from server.openapi import openapi_document
 from server.reads import ReadSide
@@ -43,6 +44,7 @@ class App:
         self.tokens: TokenFile | None = None
         self.metrics: Metrics | None = None
         self.openapi = b""
+        self.console: ConsoleFiles | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -57,6 +59,7 @@ class App:
         stats.observe = self.metrics.batch
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
+        self.console = ConsoleFiles()
         sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
         sys.stderr.flush()
 
@@ -72,9 +75,13 @@ class App:
         started = time.perf_counter()
         route_name = "unknown"
         try:
-            route, params = _match(scope.method, scope.path)
-            route_name = route.pattern
-            status, body, headers = await self._answer(route, params, scope, proto)
+            if scope.method == "GET" and ConsoleFiles.serves(scope.path):
+                route_name = "console"
+                status, body, headers = self._console_file(scope)
+            else:
+                route, params = _match(scope.method, scope.path)
+                route_name = route.pattern
+                status, body, headers = await self._answer(route, params, scope, proto)
         except HttpError as e:
             status, body, headers = e.status, encode_json({"error": e.message}), _JSON
         except Exception as e:  # a library error a handler let through, or a bug
@@ -107,6 +114,17 @@ class App:
         status, answer = await route.handler(self.api, Request(scope.method, scope.path, params,
                                                                query, body, token))
         return status, answer, _JSON
+
+    def _console_file(self, scope: Any) -> tuple[int, bytes, list[tuple[str, str]]]:
+        """A file of the web console (no token: the pages hold no data); 304 when the
+        browser's copy is current."""
+        assert self.console is not None
+        found = self.console.find(scope.path)
+        if found is None:
+            raise HttpError(404, f"no console file {scope.path!r}")
+        if scope.headers.get("if-none-match") == found.etag:
+            return 304, b"", list(found.headers)
+        return 200, found.body, list(found.headers)
 
     def _token(self, scope: Any, route: Route) -> Token:
         if self.tokens is None or route.public:
