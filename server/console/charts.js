@@ -30,11 +30,14 @@ const OLCharts = (() => {
     let layer;
     let tip;
     const show = (r, left) => {
-      tip.replaceChildren(el("strong", null, `reset by ${r.actor || "?"}`),
+      tip.replaceChildren(el("strong", null, r.actor ? `reset by ${r.actor}` : "reset (no actor recorded)"),
         el("div", null, r.reason ? `reason: ${r.reason}` : "no reason given"),
         el("div", "dim", `${new Date(r.ts).toISOString()}${r.mode ? " · " + r.mode : ""}`),
         ...r.moves.map((m) => el("div", "move", m)));
-      tip.style.left = `${Math.max(0, left - 10)}px`;
+      const width = layer.clientWidth;
+      const onRight = left > width * 0.6; // near the right edge: open towards the left
+      tip.style.left = onRight ? "" : `${Math.max(0, left - 10)}px`;
+      tip.style.right = onRight ? `${Math.max(0, width - left - 10)}px` : "";
       tip.hidden = false;
     };
     return {

@@ -17,7 +17,7 @@ function resetMarks(events) {
       try { detail = JSON.parse(e.detail || "{}"); } catch (err) { detail = { reason: e.detail }; }
       marks.set(key, { ts: e.ts_ms, actor: e.actor, reason: detail.reason, mode: detail.mode, moves: [] });
     }
-    marks.get(key).moves.push(`${e.topic}:${e.queue_id}  ${e.prev_offset ?? "none"} -> ${e.offset}`);
+    marks.get(key).moves.push(`${e.topic}:${e.queue_id} ${e.prev_offset ?? "none"} -> ${e.offset}`);
   }
   return [...marks.values()];
 }
@@ -57,8 +57,8 @@ async function lagChart(page, section) {
   async function refresh() {
     const until = followNow ? Date.now() : OL.fromLocalInput(end.value) || Date.now();
     if (followNow) end.value = OL.toLocalInput(until);
-    const since = until - Number(span.value);
-    const every = Math.max(1000, Math.ceil((until - since) / CHART_POINTS / 1000) * 1000);
+    const every = Math.max(1000, Math.ceil(Number(span.value) / CHART_POINTS / 1000) * 1000);
+    const since = until - every * Math.ceil(Number(span.value) / every); // `until` is a step too
     const g = encodeURIComponent(page.group);
     const canHistory = OL.can(page.me, "audit");
     const [series, resets] = await Promise.all([
@@ -69,7 +69,8 @@ async function lagChart(page, section) {
     if (chart) chart.destroy();
     target.replaceChildren();
     chart = OLCharts.lag(target, {
-      x, xRange: [since, until], resets: resetMarks(resets), width: Math.min(1200, section.clientWidth || 1000),
+      // a little room after the end, so a reset made just now is not drawn on the axis
+      x, xRange: [since, until + (until - since) / 50], resets: resetMarks(resets), width: Math.min(1200, section.clientWidth || 1000),
       series: [{ label: "lag (messages)", values: lag, scale: "msgs", color: OLCharts.COLORS.lag },
         { label: "time lag", values: lagS, scale: "s", color: OLCharts.COLORS.lagMs }],
     });

@@ -82,11 +82,11 @@ function resetForm(page, target) {
   ];
 
   function showPlan(result, request) {
-    const notes = [];
-    if (result.skipped_queues.length) {
-      notes.push(`left out (no offset then): ${result.skipped_queues.map((q) => `${q.topic}:${q.queue_id}`).join(", ")}`);
-    }
-    if (result.ignored_groups.length) notes.push(`CSV rows of other groups ignored: ${result.ignored_groups.join(", ")}`);
+    const notes = []; // (empty lists are left out of the answer)
+    const skipped = result.skipped_queues || [];
+    const ignored = result.ignored_groups || [];
+    if (skipped.length) notes.push(`left out (no offset then): ${skipped.map((q) => `${q.topic}:${q.queue_id}`).join(", ")}`);
+    if (ignored.length) notes.push(`CSV rows of other groups ignored: ${ignored.join(", ")}`);
     if (result.policy) notes.push(result.policy);
     const reason = h("input", { id: "reset-reason", size: 50, required: true, placeholder: "why (recorded with the reset)" });
     const execute = h("button", { type: "submit", id: "reset-execute" }, "Execute this plan");

@@ -53,11 +53,29 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             context.close()  # type: ignore[attr-defined]
 
 
+def started(server: Server, timeout_s: float = 30) -> Server:
+    """The server once it accepts connections: `serving` is printed as the worker starts,
+    a moment before granian listens."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(server.url)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((address.hostname, address.port), timeout=1).close()
+            return server
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server without tokens over the demo's groups (every test sees the same story; the
     reset test resets `billing`, which no other test reads)."""
-    s = Server(tmp_path_factory.mktemp("console") / "data")
+    s = started(Server(tmp_path_factory.mktemp("console") / "data"))
     try:
         with s.client() as c:
             results = c.commands(demo_story(int(time.time() * 1000)))
