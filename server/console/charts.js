@@ -103,6 +103,7 @@ const OLCharts = (() => {
     const u = new uPlot(opts, data, target);
     target.dataset.points = String(x.length);
     target.dataset.resets = String(resets.length);
+    target.dataset.range = `${lo},${hi}`; // the time axis drawn, ms
     return u;
   }
 
@@ -166,6 +167,7 @@ const OLCharts = (() => {
       },
     };
     target.dataset.points = String(resets.length);
+    target.dataset.range = `${lo},${hi}`; // the time axis drawn, ms
     return new uPlot(opts, [xs.map(sec), ...ys], target);
   }
 
