@@ -40,7 +40,7 @@ lint: venv
 	$(BIN)/ruff check .
 
 demo: venv
-	$(BIN)/offset-ledger demo
+	$(BIN)/offset-ledger demo --serve
 
 bench: venv java-check
 	$(BIN)/python -m bench.run --size default

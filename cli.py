@@ -1224,9 +1224,13 @@ def invoke(args: Sequence[str]) -> int:
 def demo(
     as_json: bool = json_opt(),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary data directory."),
+    serve_console: bool = typer.Option(False, "--serve", help="Then serve the web console "
+                                                               "over the demo's data (until "
+                                                               "Ctrl-C)."),
 ) -> None:
     """The RocketMQ backtracking story end to end, narrated, in a fresh temporary data dir
-    (Spark part skipped when OFFSET_LEDGER_DEMO_SPARK=0)."""
+    (Spark part skipped when OFFSET_LEDGER_DEMO_SPARK=0); with --serve it ends by printing
+    the console's URL and serving it."""
     from rich.console import Console
 
     from ledger.demo import DEMO_SPARK_ENV, run_demo
@@ -1238,6 +1242,17 @@ def demo(
     try:
         summary = run_demo(root, console, stdout, invoke, spark=spark,
                            data_dir_env=DATA_DIR_ENV, prog=PROG)
+        if serve_console:
+            from server import free_port
+            from server import serve as run_server
+            from server.settings import ServeSettings
+
+            port = free_port("127.0.0.1")
+            console.print(f"\n# The web console over the demo's data (Ctrl-C stops it):\n"
+                          f"http://127.0.0.1:{port}/", style="bold magenta", highlight=False,
+                          markup=False)
+            stdout.flush()
+            run_server(ServeSettings(data_dir=summary["data_dir"], port=port))
     finally:
         if keep:
             note(f"kept {root}")

@@ -53,22 +53,28 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             context.close()  # type: ignore[attr-defined]
 
 
-def started(server: Server, timeout_s: float = 30) -> Server:
-    """The server once it accepts connections: `serving` is printed as the worker starts,
-    a moment before granian listens."""
+def wait_listening(url: str, timeout_s: float = 30) -> None:
+    """Return once `url`'s host and port accept connections."""
     import socket
     from urllib.parse import urlsplit
 
-    address = urlsplit(server.url)
+    address = urlsplit(url)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             socket.create_connection((address.hostname, address.port), timeout=1).close()
-            return server
+            return
         except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def started(server: Server) -> Server:
+    """The server once it accepts connections: `serving` is printed as the worker starts,
+    a moment before granian listens."""
+    wait_listening(server.url)
+    return server
 
 
 @pytest.fixture(scope="module")
