@@ -31,6 +31,7 @@ bench-tools:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk postgresql >/dev/null; }
 
 test: venv java-check bench-tools
+	@command -v chromium >/dev/null 2>&1 || { echo "The console's browser tests need Debian's Chromium: apt-get install chromium chromium-driver (.ci/run installs it)"; exit 1; }
 	$(BIN)/python -m pytest -q
 
 test-fast: venv bench-tools
