@@ -32,6 +32,11 @@ Invoke = Callable[[Sequence[str]], int]
 DEMO_SHIPPING_STOPS, DEMO_ANALYTICS_PER_MINUTE = 60, 20
 
 
+def demo_start(now_ms: int) -> int:
+    """When the demo's day starts: on a minute, so that it ends just before `now_ms`."""
+    return (now_ms - (DEMO_MINUTES + 2) * 60_000) // 60_000 * 60_000
+
+
 def demo_commands(start_ms: int) -> list[dict[str, Any]]:
     """The first 100 minutes: producers append 25 messages a minute to each of 4 queues;
     `billing` pulls and commits them 30 s later; `shipping` commits a minute behind until it
@@ -126,7 +131,7 @@ def run_demo(root: Path, console: Any, stdout: Any, invoke: Invoke, *, spark: bo
 def _story(s: DemoSession, spark: bool, data_dir_env: str) -> dict[str, Any]:
     console = s.console
     now = int(time.time() * 1000)
-    start = (now - (DEMO_MINUTES + 2) * 60_000) // 60_000 * 60_000  # the day ends just now
+    start = demo_start(now)
     outage_from = start + DEMO_OUTAGE[0] * 60_000
     outage_to = start + DEMO_OUTAGE[1] * 60_000
     total = DEMO_QUEUES * DEMO_MINUTES * DEMO_PER_MINUTE

@@ -94,7 +94,8 @@ const OLCharts = (() => {
           label: s.label, scale: s.scale, stroke: s.color, width: 1.5, spanGaps: false,
           fill: s.scale === "msgs" ? s.color + "22" : undefined,
           paths: stepped ? uPlot.paths.stepped({ align: 1 }) : undefined,
-          points: few ? { show: true, size: 7, fill: s.color } : undefined,
+          // points always: a step line draws nothing after its last point (a reset just now)
+          points: { show: true, size: few ? 7 : 3, fill: s.color },
           value: (u, v) => (v === null ? "–" : s.scale === "s" ? v.toFixed(1) + " s" : Math.round(v).toLocaleString("en-US")),
         }))],
       plugins: [resetMarkers(resets)],

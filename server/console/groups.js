@@ -34,6 +34,7 @@ OL.start(async (me) => {
       sparks.unobserve(cell);
       OLCharts.spark(cell, byName.get(cell.dataset.group)?.commit_lag || []);
     }
+    if (!performance.getEntriesByName("ol-sparks").length) performance.mark("ol-sparks");
   });
   const link = (g) => h("a", { href: `/console/group.html?group=${encodeURIComponent(g)}` }, g);
   const columns = [

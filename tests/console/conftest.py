@@ -14,31 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from ledger.demo import DEMO_GROUP, DEMO_MINUTES, DEMO_TOPIC, demo_commands
+from bench.browser import launch_chromium, wait_listening
+from ledger.demo import DEMO_GROUP, DEMO_TOPIC, demo_commands, demo_start
 from tests.server.conftest import Server
-
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-#: Flags that work in a container without a GPU, a sandbox or a network.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
-VIEWPORT = {"width": 1400, "height": 1000}
 
 
 def demo_story(now_ms: int) -> list[dict]:
     """The demo's day ending just now (three groups: billing OK, shipping STOP, analytics
     WARN), as commands with their own ledger times."""
-    start = (now_ms - (DEMO_MINUTES + 2) * 60_000) // 60_000 * 60_000
-    return demo_commands(start)
-
-
-def launch_chromium(playwright: object, profile: Path) -> object:
-    """A fresh headless Chromium (its own profile folder) as a Playwright browser context."""
-    if not Path(CHROMIUM).exists():
-        raise RuntimeError(f"{CHROMIUM} not found: apt-get install chromium (make test checks)")
-    return playwright.chromium.launch_persistent_context(  # type: ignore[attr-defined]
-        str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-        viewport=VIEWPORT)
+    return demo_commands(demo_start(now_ms))
 
 
 @pytest.fixture(scope="module")
@@ -51,23 +35,6 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             yield context
         finally:
             context.close()  # type: ignore[attr-defined]
-
-
-def wait_listening(url: str, timeout_s: float = 30) -> None:
-    """Return once `url`'s host and port accept connections."""
-    import socket
-    from urllib.parse import urlsplit
-
-    address = urlsplit(url)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            socket.create_connection((address.hostname, address.port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def started(server: Server) -> Server:
@@ -124,6 +91,25 @@ def page(browser: object) -> Iterator[object]:
     finally:
         p.close()
     assert not errors, errors  # no JavaScript error on any page a test opened
+
+
+LAG_BLUE = (31, 95, 168)  # OLCharts.COLORS.lag, the lag line
+_COUNT_PIXELS = """([selector, r, g, b]) => {
+  const c = document.querySelector(selector);
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    if (Math.abs(d[i] - r) < 24 && Math.abs(d[i + 1] - g) < 24 && Math.abs(d[i + 2] - b) < 24
+        && d[i + 3] > 200) n++;
+  }
+  return n;
+}"""
+
+
+def count_pixels(page: object, canvas: str, rgb: tuple[int, int, int]) -> int:
+    """Pixels of a canvas close to a colour (anti-aliasing blends a line's edges): how a test
+    sees that a chart drew its data rather than an empty frame."""
+    return page.evaluate(_COUNT_PIXELS, [canvas, *rgb])  # type: ignore[attr-defined]
 
 
 def open_page(page: object, url: str) -> None:

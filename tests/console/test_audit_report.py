@@ -10,24 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from spark_compaction.report import write_report
-from tests.console.conftest import Shots
-from tests.console.test_group_page import LAG_BLUE
+from tests.console.conftest import LAG_BLUE, Shots, count_pixels
 
 T0 = 1_795_000_000_000
 MINUTE = 60_000
-#: Blue pixels of one chart's canvas (anti-aliased edges included).
-COUNT_BLUE = """([id, r, g, b]) => {
-  const c = document.querySelector('#' + id + ' canvas');
-  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-  let n = 0;
-  for (let i = 0; i < d.length; i += 4) {
-    if (Math.abs(d[i] - r) < 24 && Math.abs(d[i + 1] - g) < 24 && Math.abs(d[i + 2] - b) < 24
-        && d[i + 3] > 200) n++;
-  }
-  return n;
-}"""
-
-
 def audit_result() -> dict:
     reset = {"seq": 900, "ts": T0 + 50 * MINUTE, "consumer_group": "g1", "topic": "orders",
              "queue_id": 0, "client_id": None, "actor": "alice", "status": "applied",
@@ -69,7 +55,7 @@ def test_the_report_draws_offline_with_resets_marked(tmp_path: Path, page: objec
               for i in range(2)}
     one_bucket = charts["g2"]
     assert page.get_attribute(f"#{one_bucket}", "data-points") == "1"  # type: ignore[attr-defined]
-    assert page.evaluate(COUNT_BLUE, [one_bucket, *LAG_BLUE]) > 15  # type: ignore[attr-defined]
+    assert count_pixels(page, f'#{one_bucket} canvas', LAG_BLUE) > 15
     assert page.get_attribute(f"#{one_bucket}", "data-range") == page.get_attribute(  # type: ignore[attr-defined]
         f"#{charts['g1']}", "data-range")  # every chart on the audit's time axis
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import msgspec
 import urllib3
 
-from tests.console.conftest import open_page, wait_listening
+from bench.browser import wait_listening
+from tests.console.conftest import open_page
 from tests.tools.crash_harness import _cli_command
 
 URL = re.compile(r"^(http://127\.0\.0\.1:\d+/)$")

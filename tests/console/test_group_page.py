@@ -3,22 +3,8 @@ and its filters and paging, and the state at a past time beside now."""
 
 from __future__ import annotations
 
-from tests.console.conftest import Shots, open_page
+from tests.console.conftest import LAG_BLUE, Shots, count_pixels, open_page
 from tests.server.conftest import Server
-
-LAG_BLUE = (31, 95, 168)  # OLCharts.COLORS.lag, the lag line
-
-#: Pixels of the canvas close to a colour (anti-aliasing blends the line's edges).
-COUNT_PIXELS = """([r, g, b]) => {
-  const c = document.querySelector('#chart canvas');
-  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-  let n = 0;
-  for (let i = 0; i < d.length; i += 4) {
-    if (Math.abs(d[i] - r) < 24 && Math.abs(d[i + 1] - g) < 24 && Math.abs(d[i + 2] - b) < 24
-        && d[i + 3] > 200) n++;
-  }
-  return n;
-}"""
 
 
 def test_the_lag_chart_is_drawn_with_data_points(demo_server: Server, page: object,
@@ -30,7 +16,7 @@ def test_the_lag_chart_is_drawn_with_data_points(demo_server: Server, page: obje
     chart = page.locator("#chart")  # type: ignore[attr-defined]
     points = int(chart.get_attribute("data-points"))
     assert points > 50  # three hours at 72 s steps, from the group's first commit on
-    assert page.evaluate(COUNT_PIXELS, list(LAG_BLUE)) > 200  # type: ignore[attr-defined]
+    assert count_pixels(page, '#chart canvas', LAG_BLUE) > 200
     shots.take(page, "console-group", full_page=True)
 
 
