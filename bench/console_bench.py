@@ -20,13 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -34,7 +31,6 @@ from bench import workload
 from bench.browser import CHROMIUM, launch_chromium, wait_listening
 
 RESULTS_DIR = Path(__file__).with_name("results")
-SERVING = re.compile(r"serving (http://\S+)")
 API_CALLS = ("/v1/whoami", "/v1/lag", "/v1/groups")
 TARGET_MS = 1000.0
 
@@ -56,37 +52,6 @@ def build_ledger(n_commands: int) -> Path:
     led.close()
     tmp.rename(root)
     return root
-
-
-class Serve:
-    """`offset-ledger serve --port 0` over `root`, until stopped; `url` once it listens."""
-
-    def __init__(self, root: Path) -> None:
-        exe = Path(sys.executable).with_name("offset-ledger")
-        self.proc = subprocess.Popen([str(exe), "--data-dir", str(root), "serve", "--port", "0"],
-                                     stderr=subprocess.PIPE, text=True)
-        self.url = ""
-        ready = threading.Event()
-
-        def watch() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                m = SERVING.search(line)
-                if m and not self.url:
-                    self.url = m.group(1)
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=watch, daemon=True).start()
-        if not ready.wait(600) or not self.url:
-            self.stop()
-            raise RuntimeError("offset-ledger serve did not start")
-        wait_listening(self.url, 120)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(120)
 
 
 LOAD_TIMES = """() => {
@@ -184,8 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     with Ledger.open(root, readonly=True) as led:
         events, groups = led.log.next_seq, len(led.groups())
     load_average = os.getloadavg()
-    server = Serve(root)
+    from tests.server.conftest import Server  # the tests' serve process: the same real server
+
+    server = Server(root)
     try:
+        wait_listening(server.url, 120)
         loads = measure(server.url, ns.loads)
     finally:
         server.stop()
