@@ -96,6 +96,13 @@ function resetForm(page, target) {
       ev.preventDefault();
       execute.disabled = true;
       const rows = result.plan.map(({ topic, queue_id, from_offset, to_offset }) => ({ topic, queue_id, from_offset, to_offset }));
+      // JSON numbers past 2^53 lose digits in JavaScript: such a plan would be checked against
+      // offsets it does not hold, so it is left to the CLI
+      if (rows.some((r) => !Number.isSafeInteger(r.to_offset) || (r.from_offset !== null && !Number.isSafeInteger(r.from_offset)))) {
+        status.className = "error";
+        status.textContent = "Offsets past 2^53 cannot be sent exactly from a browser: use offset-ledger reset.";
+        return;
+      }
       try {
         const done = await OL.api("POST", url, { body: { plan: rows, ...request.scenario,
           backward_only: request.backward_only, reason: reason.value.trim(), execute: true } });
