@@ -24,14 +24,16 @@ java-check:
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { \
 		echo "Java 17 (or 21) is needed for Spark 4; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
-# Debian packages the tests run: prometheus (scrapes the server in tests/server), wrk (HTTP load)
-# and PostgreSQL's server (the reference server's database). Checked here, installed by .ci/run.
-APT_TOOLS := prometheus wrk postgresql
+# Debian packages the tests run: prometheus (scrapes the server in tests/server), wrk (HTTP load),
+# PostgreSQL's server (the reference server's database) and chromium (the console's browser tests).
+# Checked here, installed by .ci/run.
+APT_TOOLS := prometheus wrk postgresql chromium
 tools-check:
 	@missing=""; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql(initdb)"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "the tests need these Debian packages, missing here:$$missing"; \
 		echo "  install them with: apt-get update && apt-get install -y $(APT_TOOLS)"; \
@@ -47,7 +49,7 @@ lint: venv
 	$(BIN)/ruff check .
 
 demo: venv
-	$(BIN)/offset-ledger demo
+	$(BIN)/offset-ledger demo --serve
 
 bench: venv java-check
 	$(BIN)/python -m bench.run --size default

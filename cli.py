@@ -36,6 +36,7 @@ from ledger.documents import (
     groups_doc,
     history_doc,
     json_default,
+    lag_summary_doc,
     progress_doc,
     series_rows,
     state_doc,
@@ -653,6 +654,8 @@ def progress(
     emit(rows, as_json, PROGRESS_COLUMNS, empty=f"no offsets for group {group!r}")
 
 
+LAG_SUMMARY_COLUMNS = ("consumer_group", "status", "complete", "total_lag", "max_lag_ms",
+                       "last_commit", "queues")
 LAG_COLUMNS = ("consumer_group", "group_status", "topic", "queue_id", "status",
                "committed_offset", "max_offset", "lag", "lag_ms", "complete")
 
@@ -684,6 +687,8 @@ def lag(
     until: str = typer.Option(None, "--until", metavar="TIME", help="End of the series."),
     every: str = typer.Option(None, "--every", metavar="DURATION",
                               help="Step of the series (ISO-8601, PT1M)."),
+    summary: bool = typer.Option(False, "--summary", help="One row per group, no windows "
+                                                          "(what the console's groups page shows)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Lag health (Burrow's OK/WARN/STOP/STALL/REWIND) and exact time lag, now or at any time;
@@ -700,7 +705,9 @@ def lag(
     with open_reader(ctx) as led:
         doc = led.lag(group=group, topic=topic, at_ms=at_, window=window,
                       allowed_lag=allowed_lag)
-    if as_json:
+    if summary:
+        emit(lag_summary_doc(doc), as_json, LAG_SUMMARY_COLUMNS, empty="no groups with offsets")
+    elif as_json:
         emit_json(doc)
     else:
         emit(lag_rows(doc), False, LAG_COLUMNS, empty="no groups with offsets")
@@ -1217,9 +1224,13 @@ def invoke(args: Sequence[str]) -> int:
 def demo(
     as_json: bool = json_opt(),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary data directory."),
+    serve_console: bool = typer.Option(False, "--serve", help="Then serve the web console "
+                                                               "over the demo's data (until "
+                                                               "Ctrl-C)."),
 ) -> None:
     """The RocketMQ backtracking story end to end, narrated, in a fresh temporary data dir
-    (Spark part skipped when OFFSET_LEDGER_DEMO_SPARK=0)."""
+    (Spark part skipped when OFFSET_LEDGER_DEMO_SPARK=0); with --serve it ends by printing
+    the console's URL and serving it."""
     from rich.console import Console
 
     from ledger.demo import DEMO_SPARK_ENV, run_demo
@@ -1231,6 +1242,17 @@ def demo(
     try:
         summary = run_demo(root, console, stdout, invoke, spark=spark,
                            data_dir_env=DATA_DIR_ENV, prog=PROG)
+        if serve_console:
+            from server import free_port
+            from server import serve as run_server
+            from server.settings import ServeSettings
+
+            port = free_port("127.0.0.1")
+            console.print(f"\n# The web console over the demo's data (Ctrl-C stops it):\n"
+                          f"http://127.0.0.1:{port}/", style="bold magenta", highlight=False,
+                          markup=False)
+            stdout.flush()
+            run_server(ServeSettings(data_dir=summary["data_dir"], port=port))
     finally:
         if keep:
             note(f"kept {root}")

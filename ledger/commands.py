@@ -241,8 +241,10 @@ def validate(cmd: Command) -> Command:
 
 def _validate_reset(cmd: Reset) -> None:
     scenario_field(cmd)
+    # with a reviewed plan, from_csv names the scenario the plan came from: the plan is the scope
+    csv_scope = cmd.from_csv is not None and cmd.plan is None
     scopes = [s for s, on in (("topic", cmd.topic is not None), ("topics", bool(cmd.topics)),
-                              ("all_topics", cmd.all_topics), ("from_csv", cmd.from_csv is not None),
+                              ("all_topics", cmd.all_topics), ("from_csv", csv_scope),
                               ("plan", cmd.plan is not None)) if on]
     if cmd.queue_id is not None and cmd.topic is None:
         raise InvalidInput("reset: queue_id needs a topic")

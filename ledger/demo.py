@@ -27,23 +27,41 @@ EXIT_REFUSED = 1
 Invoke = Callable[[Sequence[str]], int]
 
 
+#: The other groups on the topic, for the console's groups page: `shipping` stops committing
+#: at this minute (STOP), `analytics` takes this many messages a minute of the 25 (WARN).
+DEMO_SHIPPING_STOPS, DEMO_ANALYTICS_PER_MINUTE = 60, 20
+
+
+def demo_start(now_ms: int) -> int:
+    """When the demo's day starts: on a minute, so that it ends just before `now_ms`."""
+    return (now_ms - (DEMO_MINUTES + 2) * 60_000) // 60_000 * 60_000
+
+
 def demo_commands(start_ms: int) -> list[dict[str, Any]]:
-    """The first 100 minutes: producers append 25 messages a minute to each of 4 queues, the
-    group pulls and commits 30 s later. Each line's `ts` is its ledger time (injected clock)."""
+    """The first 100 minutes: producers append 25 messages a minute to each of 4 queues;
+    `billing` pulls and commits them 30 s later; `shipping` commits a minute behind until it
+    stops; `analytics` falls behind a little more every minute. Each line's `ts` is its ledger
+    time (injected clock)."""
     lines: list[dict[str, Any]] = [
-        {"op": "group_set", "group": DEMO_GROUP, "initial": "earliest", "ts": start_ms - 60_000}]
+        {"op": "group_set", "group": g, "initial": "earliest", "ts": start_ms - 60_000}
+        for g in (DEMO_GROUP, "shipping", "analytics")]
     for m in range(DEMO_MINUTES):
         ts = start_ms + m * 60_000
         for q in range(DEMO_QUEUES):
             lines.append({"op": "queue_append", "topic": DEMO_TOPIC, "queue_id": q,
                           "count": DEMO_PER_MINUTE, "store_time": ts, "ts": ts})
         for q in range(DEMO_QUEUES):
-            client = f"billing-{q % 2 + 1}"
-            lines.append({"op": "pull", "group": DEMO_GROUP, "topic": DEMO_TOPIC, "queue_id": q,
-                          "client": client, "max": 32, "ts": ts + 30_000})
-            lines.append({"op": "commit", "group": DEMO_GROUP, "topic": DEMO_TOPIC,
-                          "queue_id": q, "client": client, "offset": (m + 1) * DEMO_PER_MINUTE,
-                          "ts": ts + 31_000})
+            done = {DEMO_GROUP: (m + 1) * DEMO_PER_MINUTE,
+                    "analytics": (m + 1) * DEMO_ANALYTICS_PER_MINUTE}
+            if 0 < m <= DEMO_SHIPPING_STOPS:
+                done["shipping"] = m * DEMO_PER_MINUTE
+            for group, offset in done.items():
+                client = f"{group}-{q % 2 + 1}"
+                lines.append({"op": "pull", "group": group, "topic": DEMO_TOPIC, "queue_id": q,
+                              "client": client, "max": 32, "ts": ts + 30_000})
+                lines.append({"op": "commit", "group": group, "topic": DEMO_TOPIC,
+                              "queue_id": q, "client": client, "offset": offset,
+                              "ts": ts + 31_000})
     return lines
 
 
@@ -113,7 +131,7 @@ def run_demo(root: Path, console: Any, stdout: Any, invoke: Invoke, *, spark: bo
 def _story(s: DemoSession, spark: bool, data_dir_env: str) -> dict[str, Any]:
     console = s.console
     now = int(time.time() * 1000)
-    start = (now - 3 * 3_600_000) // 60_000 * 60_000
+    start = demo_start(now)
     outage_from = start + DEMO_OUTAGE[0] * 60_000
     outage_to = start + DEMO_OUTAGE[1] * 60_000
     total = DEMO_QUEUES * DEMO_MINUTES * DEMO_PER_MINUTE
@@ -122,8 +140,9 @@ def _story(s: DemoSession, spark: bool, data_dir_env: str) -> dict[str, Any]:
 
     s.say(f"{iso(start)}: producers write {total:,} messages to topic {DEMO_TOPIC!r} "
           f"({DEMO_QUEUES} queues, {DEMO_PER_MINUTE}/min each) over {DEMO_MINUTES} minutes; "
-          f"group {DEMO_GROUP!r} consumes as they arrive. The ledger records every append, "
-          "pull and commit (each line carries its own time).")
+          f"group {DEMO_GROUP!r} consumes as they arrive ('shipping' stops after an hour, "
+          "'analytics' falls behind). The ledger records every append, pull and commit (each "
+          "line carries its own time).")
     s.write_ndjson("day.ndjson", demo_commands(start))
     s.run(["init", "--segment-events", "500"])
     s.run(["apply", "day.ndjson"], redirect="day.out")

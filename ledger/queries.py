@@ -21,7 +21,7 @@ from ledger.writer import Writer
 
 PROGRESS_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "committed_offset",
                     "pulled_offset", "lag", "lag_ms", "inflight", "ready", "generation",
-                    "last_update", "behind_retention")
+                    "last_update", "behind_retention", "last_client")
 
 
 def _rows(writer: Writer, query: str, params: list | None = None) -> list[dict[str, Any]]:
@@ -30,17 +30,19 @@ def _rows(writer: Writer, query: str, params: list | None = None) -> list[dict[s
 
 
 def progress(writer: Writer, group: str, topic: str | None = None) -> list[dict[str, Any]]:
-    """Per queue of the group: bounds, committed and pulled offsets, lag, inflight, ready."""
+    """Per queue of the group: bounds, committed and pulled offsets, lag, inflight, ready, and
+    the client that last pulled or committed there (RocketMQ's consumerProgress shows it)."""
     check_name(group, "group")
-    cond, params = "consumer_group = ?", [group]
+    cond, params = "p.consumer_group = ?", [group]
     if topic is not None:
-        cond += " AND topic = ?"
+        cond += " AND p.topic = ?"
         params.append(check_name(topic, "topic"))
     return _rows(writer,
-                 "SELECT topic, queue_id, min_offset, max_offset, committed_offset, "
-                 "pulled_offset, lag, lag_ms, inflight, ready, generation, "
-                 "last_update_ts AS last_update, behind_retention "
-                 f"FROM progress WHERE {cond} ORDER BY topic, queue_id", params)
+                 "SELECT p.topic, p.queue_id, min_offset, max_offset, p.committed_offset, "
+                 "p.pulled_offset, lag, lag_ms, inflight, ready, p.generation, "
+                 "p.last_update_ts AS last_update, behind_retention, o.last_client "
+                 "FROM progress p LEFT JOIN offsets o USING (consumer_group, topic, queue_id) "
+                 f"WHERE {cond} ORDER BY p.topic, p.queue_id", params)
 
 
 def progress_all(writer: Writer) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote
 from ledger import Ledger
 from ledger.documents import encode_json
 from server.committer import BatchStats, Committer
+from server.console import ConsoleFiles
 from server.metrics import Metrics
 from server.openapi import openapi_document
 from server.reads import ReadSide
@@ -42,6 +43,7 @@ class App:
         self.tokens: TokenFile | None = None
         self.metrics: Metrics | None = None
         self.openapi = b""
+        self.console: ConsoleFiles | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -59,6 +61,7 @@ class App:
         # granian starts listening after this returns, before it runs the loop: say "serving"
         # from the loop, so a client that connects on reading the line is not refused.
         loop.call_soon(_say_serving, settings)
+        self.console = ConsoleFiles()
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:
@@ -72,9 +75,13 @@ class App:
         started = time.perf_counter()
         route_name = "unknown"
         try:
-            route, params = _match(scope.method, scope.path)
-            route_name = route.pattern
-            status, body, headers = await self._answer(route, params, scope, proto)
+            if scope.method == "GET" and ConsoleFiles.serves(scope.path):
+                route_name = "console"
+                status, body, headers = self._console_file(scope)
+            else:
+                route, params = _match(scope.method, scope.path)
+                route_name = route.pattern
+                status, body, headers = await self._answer(route, params, scope, proto)
         except HttpError as e:
             status, body, headers = e.status, encode_json({"error": e.message}), [*_JSON, *e.headers]
         except Exception as e:  # a library error a handler let through, or a bug
@@ -107,6 +114,17 @@ class App:
         status, answer = await route.handler(self.api, Request(scope.method, scope.path, params,
                                                                query, body, token))
         return status, answer, _JSON
+
+    def _console_file(self, scope: Any) -> tuple[int, bytes, list[tuple[str, str]]]:
+        """A file of the web console (no token: the pages hold no data); 304 when the
+        browser's copy is current."""
+        assert self.console is not None
+        found = self.console.find(scope.path)
+        if found is None:
+            raise HttpError(404, f"no console file {scope.path!r}")
+        if scope.headers.get("if-none-match") == found.etag:
+            return 304, b"", list(found.headers)
+        return 200, found.body, list(found.headers)
 
     def _token(self, scope: Any, route: Route) -> Token:
         if self.tokens is None or route.public:

@@ -92,6 +92,17 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
         "200": {"description": "Prometheus text", "content": {"text/plain": {
             "schema": {"type": "string"}}}},
         **_errors((401, 403))}, **({"security": [{"bearer": []}]} if tokens else {})}}
+    console = {"description": "A page or file of the web console", "content": {
+        "text/html": {"schema": {"type": "string"}}}}
+    paths["/"] = {"get": {"summary": "The web console: the groups page (no token: the pages "
+                                     "call this API with the user's)",
+                          "responses": {"200": console, "304": {"description": "Not modified"}}}}
+    paths["/console/{file}"] = {"get": {
+        "summary": "A file of the web console (HTML, JavaScript, CSS, the chart library)",
+        "parameters": [{"name": "file", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "responses": {"200": console, "304": {"description": "Not modified"},
+                      **_errors((404,))}}}
     paths["/openapi.json"] = {"get": {"summary": "This document", "responses": {
         "200": {"description": "OpenAPI 3.1", "content": {"application/json": {
             "schema": {"type": "object"}}}}}}}

@@ -31,7 +31,14 @@ from ledger import (
     Reset,
 )
 from ledger.commands import Command, decode_as, decode_document
-from ledger.documents import encode_json, groups_doc, history_doc, progress_doc, state_doc
+from ledger.documents import (
+    encode_json,
+    groups_doc,
+    history_doc,
+    lag_summary_doc,
+    progress_doc,
+    state_doc,
+)
 from ledger.results import CommitResult, ResetResult, Result, to_dict
 from server.committer import Busy, Committer, Stopping
 from server.reads import ReadSide
@@ -254,6 +261,34 @@ async def lag(api: Api, req: Request) -> Answer:
     return _json(200, doc)
 
 
+async def lag_all(api: Api, req: Request) -> Answer:
+    api.may(req.token.may_read(), req.token, "read the lag of every group")
+    window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
+    return _json(200, await api.read(lambda led: lag_summary_doc(led.lag(
+        topic=req.query.get("topic"), at_ms=req.query.get("at"), window=window,
+        allowed_lag=allowed))))
+
+
+async def lag_series(api: Api, req: Request) -> Answer:
+    group = req.params["group"]
+    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    since, until, every = (req.query.get(n) for n in ("since", "until", "every"))
+    if since is None or until is None or every is None:
+        raise HttpError(400, "a lag series needs since, until (times) and every (a duration: "
+                             "ISO-8601 or ms)")
+    step: int | str = int(every) if every.isdigit() else every
+    return _json(200, await api.read(lambda led: led.lag_series(
+        since_ms=since, until_ms=until, every_ms=step, group=group,
+        topic=req.query.get("topic"))))
+
+
+async def whoami(api: Api, req: Request) -> Answer:
+    """Who the token is: the console shows only what its roles may do."""
+    t = req.token
+    return _json(200, {"name": t.name, "roles": list(t.roles), "groups": list(t.groups),
+                       "tokens": api.tokens_on})
+
+
 async def history(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read(), req.token, "read history")
     q = req.query
@@ -333,6 +368,12 @@ ROUTES: tuple[Route, ...] = (
           body="Reset", answer="ResetResult"),
     Route("GET", "/v1/groups/{group}/lag", lag, "Lag health and time lag of a group",
           query=("at", "window", "allowed_lag"), answer="Object"),
+    Route("GET", "/v1/groups/{group}/lag/series", lag_series, "Lag and time lag of each queue "
+          "of a group at every step from since to until (charts)",
+          query=("since", "until", "every", "topic")),
+    Route("GET", "/v1/lag", lag_all, "Lag health of every group, summed up (no windows)",
+          query=("at", "window", "allowed_lag", "topic")),
+    Route("GET", "/v1/whoami", whoami, "The token's name, roles and groups", answer="Object"),
     Route("GET", "/v1/history", history, "Events, oldest first",
           query=("group", "topic", "queue_id", "kind", "since", "until", "limit")),
     Route("GET", "/v1/state", state, "Committed offsets at a time", query=("at", "group")),

@@ -1,14 +1,18 @@
-"""The audit as one self-contained HTML page: summary, findings, resets, and charts rendered by
-matplotlib into embedded PNGs (base64), so an auditor reads it in any browser, offline, without
-the CLI."""
+"""The audit as one self-contained HTML page: summary, findings, resets, and charts drawn in the
+browser by the web console's chart code (server/console/charts.js over uPlot), inlined with the
+data, so an auditor reads it in any browser, offline, without the CLI and without a server.
+
+The charts share one time range, the audit's (never narrower than two minutes): a single reset
+or a group with one time bucket is drawn inside it rather than on an axis of its own, and each
+group's lag chart marks its resets (hover: who, why, from -> to).
+"""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
+import json
+import re
 from collections import defaultdict
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,10 @@ from ledger.timeparse import iso
 
 #: Groups drawn as their own lag chart (the highest peak lag first); the rest are tabulated.
 LAG_CHARTS_MAX = 40
+#: The console's chart files: read as files (no import of the server), inlined in the page.
+CHART_ASSETS = Path(__file__).resolve().parent.parent / "server" / "console"
+CHART_SCRIPTS = ("vendor/uPlot.iife.min.js", "charts.js")
+CHART_STYLES = ("vendor/uPlot.min.css", "charts.css")
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
@@ -27,26 +35,19 @@ th{background:#f2f2f2}
 .charts figure{margin:0}.charts figcaption{font-size:12px}
 """
 
-
-def _when(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-
-
-def _time_axis(ax: Any, mdates: Any) -> None:
-    locator = mdates.AutoDateLocator(minticks=3, maxticks=6)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    ax.tick_params(axis="x", labelsize=7)
-
-
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _img(data: str, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+_DRAW = """
+const report = JSON.parse(document.getElementById("report-data").textContent);
+if (report.timeline) {
+  OLCharts.timeline(document.getElementById("reset-timeline"),
+                    {...report.timeline, xRange: report.range, width: 1000});
+}
+for (const g of report.lag) {
+  OLCharts.lag(document.getElementById(g.id), {x: g.x, xRange: report.range, resets: g.resets,
+    width: 520, height: 200,
+    series: [{label: "lag", values: g.lag, scale: "msgs", color: OLCharts.COLORS.lag}]});
+}
+document.body.dataset.ready = "1";
+"""
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -61,69 +62,76 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _lag_charts(series: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
-    import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
-
-    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in series:
-        by_group[r["consumer_group"]].append(r)
-    ranked = sorted(by_group, key=lambda g: (-max(x["lag"] for x in by_group[g]), g))
-    figures = []
-    for group in ranked[:LAG_CHARTS_MAX]:
-        rows = sorted(by_group[group], key=lambda x: x["bucket"])
-        fig, ax = plt.subplots(figsize=(5.2, 1.9))
-        times = [_when(r["ts"]) for r in rows]
-        ax.plot(times, [r["lag"] for r in rows], drawstyle="steps-post", color="#1f5fa8")
-        ax.set_title(group, fontsize=9)
-        ax.set_ylabel("lag (messages)", fontsize=8)
-        ax.tick_params(labelsize=7)
-        _time_axis(ax, mdates)
-        ax.set_ylim(bottom=0)
-        figures.append(f"<figure>{_img(_png(fig), f'lag of {group}')}"
-                       f"<figcaption>{html.escape(group)}</figcaption></figure>")
-        plt.close(fig)
-    rest = [{"consumer_group": g, "peak_lag": max(x["lag"] for x in by_group[g]),
-             "last_lag": sorted(by_group[g], key=lambda x: x["bucket"])[-1]["lag"]}
-            for g in ranked[LAG_CHARTS_MAX:]]
-    return figures, rest
+def _asset(name: str) -> str:
+    path = CHART_ASSETS / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RuntimeError(f"the HTML report draws with {path}, which is missing: reinstall "
+                           "offset-ledger (the console's files ship with the server package)"
+                           ) from exc
 
 
-def _reset_timeline(resets: list[dict[str, Any]]) -> str | None:
-    import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
+def _inline_script(text: str) -> str:
+    """Script text (or JSON) that cannot close its own <script> element early: `</script`
+    appears in JavaScript and JSON only inside strings, where `<\\/` means the same."""
+    return re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE)
 
+
+def reset_marks(resets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Resets of one operator action (a time, actor and reason) as one marker with every
+    queue's move, as the lag chart shows them."""
+    marks: dict[tuple, dict[str, Any]] = {}
+    for r in sorted(resets, key=lambda r: (r["ts"], r["topic"], r["queue_id"])):
+        key = (r["ts"], r["actor"], r["reason"], r["status"])
+        mark = marks.setdefault(key, {"ts": r["ts"], "actor": r["actor"], "reason": r["reason"],
+                                      "mode": r["mode"] if r["status"] != "refused"
+                                      else f"{r['mode']}, refused", "moves": []})
+        mark["moves"].append(f"{r['topic']}:{r['queue_id']} {r['from_offset']} -> "
+                             f"{r['to_offset']}")
+    return list(marks.values())
+
+
+def _timeline(resets: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The applied resets (a client's own resets left out) per group, coloured by what they
+    did to the messages."""
     applied = [r for r in resets if r["client_id"] is None]
     if not applied:
         return None
-    groups = sorted({r["consumer_group"] for r in applied})
-    row = {g: i for i, g in enumerate(groups)}
-    fig, ax = plt.subplots(figsize=(10, 0.5 + 0.35 * len(groups)))
-    for r in applied:
-        x = _when(r["ts"])
-        color = ("#888888" if r["status"] == "refused" else
-                 "#c0392b" if r["replays"] else "#2471a3" if r["skips"] else "#555555")
-        ax.scatter([x], [row[r["consumer_group"]]], s=20 + min(200, (r["replays"] + r["skips"])
-                                                            ** 0.5 * 4), color=color, alpha=0.7)
-    ax.set_yticks(range(len(groups)), groups, fontsize=7)
-    _time_axis(ax, mdates)
-    ax.set_title("resets: red replays messages (moved back), blue skips them (moved forward), "
-                 "grey refused; size grows with the count", fontsize=9)
-    data = _png(fig)
-    plt.close(fig)
-    return _img(data, "reset timeline")
+    return {"groups": sorted({r["consumer_group"] for r in applied}), "resets": [{
+        "ts": r["ts"], "group": r["consumer_group"],
+        "kind": ("other" if r["status"] == "refused" else "replay" if r["replays"]
+                 else "skip" if r["skips"] else "other"),
+        "title": f"{iso(r['ts'])} {r['consumer_group']} {r['topic']}:{r['queue_id']} "
+                 f"{r['from_offset']} -> {r['to_offset']} by {r['actor']}"
+                 + (f": {r['reason']}" if r["reason"] else "") + f" ({r['status']})"}
+        for r in applied]}
+
+
+def _lag_charts(series: list[dict[str, Any]], resets: list[dict[str, Any]]
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in series:
+        by_group[r["consumer_group"]].append(r)
+    resets_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in resets:
+        resets_of[r["consumer_group"]].append(r)
+    ranked = sorted(by_group, key=lambda g: (-max(x["lag"] for x in by_group[g]), g))
+    charts = []
+    for i, group in enumerate(ranked[:LAG_CHARTS_MAX]):
+        rows = sorted(by_group[group], key=lambda x: x["bucket"])
+        charts.append({"id": f"lag-{i}", "group": group, "x": [r["ts"] for r in rows],
+                       "lag": [r["lag"] for r in rows], "resets": reset_marks(resets_of[group])})
+    rest = [{"consumer_group": g, "peak_lag": max(x["lag"] for x in by_group[g]),
+             "last_lag": sorted(by_group[g], key=lambda x: x["bucket"])[-1]["lag"]}
+            for g in ranked[LAG_CHARTS_MAX:]]
+    return charts, rest
 
 
 def write_report(path: Path, result: dict[str, Any], series: list[dict[str, Any]]) -> None:
     """Render the audit `result` and the lag `series` to `path` (HTML)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-    except ImportError as exc:  # an optional dependency (the `bench` extra)
-        raise RuntimeError(
-            "the HTML report needs matplotlib: pip install matplotlib (or the project's "
-            "[bench] extra)") from exc
+    scripts = [_asset(name) for name in CHART_SCRIPTS]
+    styles = [_asset(name) for name in CHART_STYLES]
     checked = result["checked"]
     status = ('<p class="ok">clean: no findings</p>' if result["clean"] else
               f'<p class="bad">{len(result["findings"])} findings shown, '
@@ -134,12 +142,18 @@ def write_report(path: Path, result: dict[str, Any], series: list[dict[str, Any]
     resets = [{**r, "time": iso(r["ts"]),
                "queue": f"{r['topic']}:{r['queue_id']}",
                "move": f"{r['from_offset']} -> {r['to_offset']}"} for r in result["resets"]]
-    lag_figures, lag_rest = _lag_charts(series)
-    timeline = _reset_timeline(result["resets"])
+    charts, lag_rest = _lag_charts(series, result["resets"])
+    timeline = _timeline(result["resets"])
+    times = [r["ts"] for r in series] + [r["ts"] for r in result["resets"]]
+    data = {"range": [min(times), max(times)] if times else None, "timeline": timeline,
+            "lag": charts}
+    figures = "".join(f"<figure><div class='chart lag-chart' id='{c['id']}'></div>"
+                      f"<figcaption>{html.escape(c['group'])}</figcaption></figure>"
+                      for c in charts)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>offset-ledger audit {html.escape(result['root'])}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{_CSS}{''.join(styles)}</style></head><body>",
         f"<h1>Audit of {html.escape(result['root'])}</h1>", status,
         _table([{
             "log seqs": f"{checked['seq_from']}..{checked['seq_to']}",
@@ -152,18 +166,22 @@ def write_report(path: Path, result: dict[str, Any], series: list[dict[str, Any]
         _table(findings, ["kind", "time", "seq", "event_kind", "consumer_group", "topic",
                           "queue_id", "message"]),
         "<h2>Resets</h2>",
-        timeline or "<p>no resets</p>",
+        ("<div class='chart' id='reset-timeline'></div>" if timeline else "<p>no resets</p>"),
         _table(resets, ["time", "seq", "consumer_group", "queue", "client_id", "actor", "status",
                         "mode", "value", "reason", "move", "replays", "skips"]),
         "<h2>Lag over time</h2>",
         "<p>MaxOffset minus committed offset, summed over each group's queues (broadcast groups: "
-        "the lowest client offset), at the end of each time bucket.</p>",
-        f"<div class='charts'>{''.join(lag_figures)}</div>" if lag_figures else "<p>no data</p>",
+        "the lowest client offset), at the end of each time bucket; resets are marked R "
+        "(hover: who, why, from -> to).</p>",
+        f"<div class='charts'>{figures}</div>" if charts else "<p>no data</p>",
     ]
     if lag_rest:
         parts += ["<h3>Other groups</h3>", _table(lag_rest, ["consumer_group", "peak_lag",
                                                               "last_lag"])]
-    parts.append("</body></html>")
+    parts += [f"<script type='application/json' id='report-data'>"
+              f"{_inline_script(json.dumps(data, separators=(',', ':')))}</script>",
+              *(f"<script>{_inline_script(s)}</script>" for s in scripts),
+              f"<script>{_DRAW}</script>", "</body></html>"]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("\n".join(parts), encoding="utf-8")
     tmp.replace(path)

@@ -197,7 +197,8 @@ def test_cli_audit_exit_codes_json_and_since(planted, clean_cli, capsys):
 def test_report_is_one_html_page_with_charts_and_the_reset(clean_result):
     page = Path(clean_result["report"]).read_text()
     assert page.startswith("<!doctype html>") and "clean: no findings" in page
-    assert page.count("data:image/png;base64,") >= 4  # reset timeline + a chart per group
+    assert "uPlot (v1.6.32)" in page and "<script src" not in page  # drawn offline, inlined
+    assert "id='reset-timeline'" in page and page.count("class='chart lag-chart'") >= 2
     assert "INC-7 replay the outage" in page and "alice" in page and "60 -&gt; 15" in page
 
 
