@@ -75,8 +75,11 @@ class App:
         started = time.perf_counter()
         route_name = "unknown"
         try:
-            if scope.method == "GET" and ConsoleFiles.serves(scope.path):
+            if ConsoleFiles.serves(scope.path):
                 route_name = "console"
+                if scope.method != "GET":
+                    raise HttpError(405, f"{scope.method} is not allowed on {scope.path}: use GET",
+                                    (("allow", "GET"),))
                 status, body, headers = self._console_file(scope)
             else:
                 route, params = _match(scope.method, scope.path)
@@ -169,8 +172,12 @@ class App:
 
 
 def _say_serving(settings: ServeSettings) -> None:
-    sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
+    url = f"{settings.scheme}://{settings.host}:{settings.port}"
+    sys.stderr.write(f"serving {url}\n")
     sys.stderr.flush()
+    if settings.announce_json:
+        sys.stdout.write(encode_json({"url": url}).decode() + "\n")
+        sys.stdout.flush()
 
 
 _SPECIAL = {("GET", "/metrics"): Route("GET", "/metrics", None, "Prometheus text",  # type: ignore[arg-type]
