@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "Python >= 3.10 is needed"' \
-		|| { echo "offset-ledger needs Python >= 3.10 (found: $$($(PYTHON) --version 2>&1))"; exit 1; }
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"' \
+		|| { echo "offset-ledger needs Python >= 3.11 (tomllib) (found: $$($(PYTHON) --version 2>&1))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,bench,server]'

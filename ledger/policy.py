@@ -18,11 +18,10 @@ window = "PT1H"
 from __future__ import annotations
 
 import fnmatch
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomllib
 
 from ledger.errors import InvalidInput
 from ledger.reset import Scenario

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ledger.errors import InvalidInput
 from ledger.limits import TS_MAX
@@ -47,7 +47,7 @@ def parse_time(text: object, now_ms: Callable[[], int] | int | None = None) -> i
                     f"invalid time {text!r}: use ISO-8601 (2026-11-20T10:00:00), epoch ms or now"
                 ) from None
             if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=timezone.utc)
+                dt = dt.replace(tzinfo=UTC)
             value = int(dt.timestamp() * 1000)
     else:
         raise InvalidInput(f"invalid time {text!r}")
@@ -86,5 +86,5 @@ def iso(ms: int | None) -> str | None:
     """ISO-8601 UTC with milliseconds."""
     if ms is None:
         return None
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"

@@ -14,11 +14,10 @@ import hashlib
 import hmac
 import os
 import secrets
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomllib
 
 from ledger.commands import Command, op_of
 from ledger.errors import InvalidInput
