@@ -15,7 +15,7 @@ import ledger.columnar as columnar
 from bench.workload import commands_table
 from ledger import Ledger
 from ledger.state import State, snapshot_rows
-from tests.conftest import T0, FakeClock
+from tests.support.clock import T0, FakeClock
 
 #: One column per field an apply line may carry (null: the line lacks it).
 SCHEMA = pa.schema([

@@ -7,7 +7,7 @@ import pytest
 import ledger.commands as commands
 from bench.workload import generate
 from ledger import Ledger
-from tests.conftest import FakeClock
+from tests.support.clock import FakeClock
 
 
 def _log(root, cmds, monkeypatch, fast: bool):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ledger import Ledger
 from ledger.events import EVENT_SCHEMA
 from ledger.state import State, snapshot_rows
-from tests.conftest import T0, FakeClock
+from tests.support.clock import T0, FakeClock
 
 GROUPS = ("g1", "g2")
 TOPIC = "t"

@@ -21,8 +21,8 @@ from ledger import Ledger
 from ledger.state import State, snapshot_rows
 from ledger.timeline import state_at_sql
 from ledger.view import arrow_result, segments_source
-from tests.conftest import T0, FakeClock
 from tests.ledger.test_properties import run_stream
+from tests.support.clock import T0, FakeClock
 
 GROUPS = ("g1", "g2", "g3")
 TOPICS = ("t", "u")

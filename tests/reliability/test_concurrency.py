@@ -17,7 +17,8 @@ import pytest
 
 from ledger import Ledger, LedgerError
 from storage import LockedError
-from tests.reliability.helpers import Cli, G, T, assert_one_line_error
+from tests.reliability.helpers import G, T
+from tests.support.cli import Cli, assert_one_line_error
 from tests.tools.crash_harness import (
     ROOT,
     _cli_command,

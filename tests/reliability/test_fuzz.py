@@ -19,7 +19,8 @@ from ledger import Ledger
 from ledger.events import EVENT_SCHEMA
 from ledger.limits import NAME_PATTERN, QUEUE_ID_MAX
 from storage import SegmentedLog
-from tests.reliability.helpers import Cli, assert_view_is_a_replay
+from tests.reliability.helpers import assert_view_is_a_replay
+from tests.support.cli import Cli
 from tests.tools.crash_harness import KIND_OF_OP, ROOT, _cli_command
 
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
