@@ -49,16 +49,13 @@ DEFAULT_SETTINGS = {"mode": "clustering", "initial": "latest",  # rule 1: latest
 
 # Names: DESIGN.md, Events: 1-249 characters of A-Z a-z 0-9 . _ - % |.
 NAME = re.compile(r"[A-Za-z0-9._\-%|]{1,249}")
-# Limits of ledger/limits.py (TigerBeetle: "put a limit on everything"); DESIGN.md names only
-# the int32 queue id. Values outside them are bad input.
-QUEUE_ID_MAX = 2**31 - 1
-OFFSET_MAX = 2**63 - 1
-COUNT_MAX = 2**31 - 1
-PULL_MAX = 1_000_000
-GENERATION_MAX = 2**31 - 1
-SHIFT_MAX = 2**62
-TS_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
-CLIENT_TIMEOUT_MS_MAX = 10**12
+# The integer fields' ranges: limits of ledger/limits.py (TigerBeetle: "put a limit on
+# everything"); DESIGN.md names only the int32 queue id. A value outside is bad input.
+RANGES: dict[str, tuple[int, int]] = {
+    "queue_id": (0, 2**31 - 1), "offset": (0, 2**63 - 1), "count": (1, 2**31 - 1),
+    "max": (1, 1_000_000), "generation": (0, 2**31 - 1), "shift_by": (-(2**62), 2**62),
+    "ts": (0, 253_402_300_799_999),  # up to 9999-12-31T23:59:59.999Z
+    "client_timeout_ms": (1, 10**12)}
 REASON_LENGTH_MAX = 4096
 SCENARIOS = ("to_offset", "to_datetime", "to_earliest", "to_latest", "to_current", "shift_by",
              "by_duration", "to_state_at", "from_file")
@@ -74,8 +71,9 @@ class BadInput(Exception):
 
 
 # ------------------------------------------------------------------------------ values
-def _int(value: object, lo: int, hi: int) -> int:
-    """An integer in [lo, hi]; JSON's true/false and floats are not integers."""
+def _int(value: object, field: str) -> int:
+    """An integer in the field's range; JSON's true/false and floats are not integers."""
+    lo, hi = RANGES[field]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise BadInput(f"{value!r} is not an integer in [{lo}, {hi}]")
     return value
@@ -91,7 +89,7 @@ def _time(value: object) -> int:
     """Epoch ms. The ledger also reads ISO-8601 and `now`: not modelled."""
     if isinstance(value, str):
         raise NotModelled(f"time {value!r}: the model reads epoch ms only")
-    return _int(value, 0, TS_MAX)
+    return _int(value, "ts")
 
 
 def duration_ms(value: object) -> int:
@@ -285,6 +283,12 @@ class ReferenceLedger:
             p["last_pull_ts"] = p["last_active_ts"] = ts
             if e["client_id"] is not None:
                 p["pull_generations"][e["client_id"]] = e["generation"]
+            if key in self.positions:
+                # Rule 4: the next pull from any client clears the pending marker. DESIGN.md,
+                # not the implementation: a broadcast client's pull clears the group's own
+                # marker too (rule 5 adds one per client); the implementation never clears it,
+                # so after a reset an operator's commit on a broadcast group is fenced forever.
+                self.positions[key]["pending"] = False
         elif kind == "initial":  # sets both
             p["committed"] = p["pulled"] = e["offset"]
             p["expired"] = p["pending"] = False
@@ -351,8 +355,8 @@ class ReferenceLedger:
 
     # ------------------------------------------------------------------------- queues
     def _queue_append(self, line: dict[str, Any], now: int) -> dict[str, Any]:
-        topic, queue_id = _name(line.get("topic")), _int(line.get("queue_id"), 0, QUEUE_ID_MAX)
-        count = _int(line.get("count", 1), 1, COUNT_MAX)
+        topic, queue_id = _name(line.get("topic")), _int(line.get("queue_id"), "queue_id")
+        count = _int(line.get("count", 1), "count")
         store_ts = _time(line["store_time"]) if line.get("store_time") is not None else now
         q = self.queues.get((topic, queue_id))
         before = q["max_offset"] if q is not None else 0  # MaxOffset: the next offset written
@@ -366,8 +370,8 @@ class ReferenceLedger:
         """Rule 6: retention advances MinOffset; implementation's choice: a truncation to at
         or below the current MinOffset changes nothing, one above MaxOffset or of an unknown
         queue is bad input."""
-        topic, queue_id = _name(line.get("topic")), _int(line.get("queue_id"), 0, QUEUE_ID_MAX)
-        min_offset = _int(line.get("min_offset"), 0, OFFSET_MAX)
+        topic, queue_id = _name(line.get("topic")), _int(line.get("queue_id"), "queue_id")
+        min_offset = _int(line.get("min_offset"), "offset")
         q = self.queues.get((topic, queue_id))
         if q is None or min_offset > q["max_offset"]:
             raise BadInput(f"truncate {topic}:{queue_id} to {min_offset}")
@@ -404,7 +408,7 @@ class ReferenceLedger:
                 raise BadInput(f"initial {initial!r}")
         if timeout is not None:
             ms = duration_ms(timeout) if isinstance(timeout, str) else timeout
-            timeout = _int(ms, 1, CLIENT_TIMEOUT_MS_MAX)
+            timeout = _int(ms, "client_timeout_ms")
         current = self.settings(group)
         new = {"mode": mode if mode is not None else current["mode"],
                "initial": initial if initial is not None else current["initial"],
@@ -480,11 +484,11 @@ class ReferenceLedger:
 
     def _pull(self, line: dict[str, Any], now: int) -> dict[str, Any]:
         group, topic = _name(line.get("group")), _name(line.get("topic"))
-        queue_id = _int(line.get("queue_id"), 0, QUEUE_ID_MAX)
+        queue_id = _int(line.get("queue_id"), "queue_id")
         client = line.get("client")
         if client is not None:
             _name(client)
-        max_count = _int(line.get("max", 32), 1, PULL_MAX)
+        max_count = _int(line.get("max", 32), "max")
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
         if broadcast and client is None:
@@ -527,13 +531,13 @@ class ReferenceLedger:
 
     def _commit(self, line: dict[str, Any], now: int) -> dict[str, Any]:
         group, topic = _name(line.get("group")), _name(line.get("topic"))
-        queue_id = _int(line.get("queue_id"), 0, QUEUE_ID_MAX)
-        offset = _int(line.get("offset"), 0, OFFSET_MAX)
+        queue_id = _int(line.get("queue_id"), "queue_id")
+        offset = _int(line.get("offset"), "offset")
         client, generation = line.get("client"), line.get("generation")
         if client is not None:
             _name(client)
         if generation is not None:
-            _int(generation, 0, GENERATION_MAX)
+            _int(generation, "generation")
         key = (group, topic, queue_id)
         own = client if self.is_broadcast(group) else None
         p = self._peek(key, own)
@@ -578,8 +582,8 @@ class ReferenceLedger:
         if len(given) != 1 or given[0] == "from_file":
             raise BadInput(f"reset scenarios {given}")
         mode, raw = given[0], line[given[0]]
-        value = {"to_offset": lambda: _int(raw, 0, OFFSET_MAX),
-                 "shift_by": lambda: _int(raw, -SHIFT_MAX, SHIFT_MAX),
+        value = {"to_offset": lambda: _int(raw, "offset"),
+                 "shift_by": lambda: _int(raw, "shift_by"),
                  "to_datetime": lambda: _time(raw), "to_state_at": lambda: _time(raw),
                  "by_duration": lambda: duration_ms(raw)}.get(mode, lambda: None)()
         if line.get("all_topics"):
@@ -587,7 +591,7 @@ class ReferenceLedger:
         else:
             topic = _name(line.get("topic"))
             if line.get("queue_id") is not None:
-                keys = [(group, topic, _int(line["queue_id"], 0, QUEUE_ID_MAX))]
+                keys = [(group, topic, _int(line["queue_id"], "queue_id"))]
             else:  # every queue of the topic (and the group's own offsets on it)
                 keys = sorted({(group, t, q) for (t, q) in self.queues if t == topic}
                               | {k for k in self.group_keys(group) if k[1] == topic})
