@@ -317,7 +317,7 @@ class ReferenceLedger:
             p["pending"] = True
             p["last_client"] = None
         else:
-            raise AssertionError(f"the model emitted an unknown kind {kind!r}")
+            raise AssertionError(f"an event of unknown kind {kind!r}")
 
     def _emit(self, kind: str, now: int, **fields: Any) -> dict[str, Any]:
         """Append an event (seq dense from 0, ts the line's ledger time) and fold it."""
