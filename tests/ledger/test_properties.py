@@ -93,7 +93,7 @@ def _without_seq(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @property_settings()
 # few keys (2 groups x 2 queues), so that lines meet on them: broadcast clients, resets and
 # deletes racing commits, truncations behind offsets
-@given(lines=streams(max_size=60, groups=("g1", "g2"), topics=("t",)),
+@given(lines=streams(max_size=80, groups=("g1", "g2"), topics=("t",)),
        batch=st.sampled_from([3, 16, 4096]),
        data=st.data())
 def test_every_path_agrees_with_the_reference_model(tmp_path_factory, lines, batch, data):

@@ -35,6 +35,7 @@ def comparable(result: dict[str, Any]) -> dict[str, Any]:
 
 def assert_results(got: list[dict[str, Any]], want: list[dict[str, Any]],
                    lines: list[Any], where: str) -> None:
+    """Line by line, naming the first line whose answer differs (and the line itself)."""
     assert len(got) == len(want), (where, len(got), len(want))
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert comparable(g) == w, (where, f"line {i + 1}", lines[i], g, w)
@@ -50,9 +51,8 @@ def event_rows(events: pa.Table) -> list[tuple]:
     return rows(events.select(list(EVENT_COLUMNS)))
 
 
-def model_event_rows(model: ReferenceLedger, start: int = 0, stop: int | None = None
-                     ) -> list[tuple]:
-    return [tuple(e[c] for c in EVENT_COLUMNS) for e in model.events[start:stop]]
+def model_event_rows(model: ReferenceLedger) -> list[tuple]:
+    return [tuple(e[c] for c in EVENT_COLUMNS) for e in model.events]
 
 
 def sorted_by_key(table: str, found: Iterable[tuple]) -> list[tuple]:

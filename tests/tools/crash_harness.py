@@ -365,8 +365,9 @@ def _first_difference(got: Any, want: Any) -> str:
 
 
 def check_log(events: Any, ref: Reference, acked_upto: int, where: str, stats: Stats) -> int:
-    """The log is a prefix of the reference, holds every acknowledged command, ends on a command
-    boundary. Returns the number of commands wholly in it."""
+    """The log is a prefix of the reference model's events (in the columns the model decides),
+    holds every acknowledged command, ends on a command boundary, and no event an earlier check
+    read has changed (in any column). Returns the number of commands wholly in it."""
     n = events.num_rows
     want_acked = ref.cum[acked_upto]
     if n < want_acked:
