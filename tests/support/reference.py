@@ -110,8 +110,8 @@ def _new_position() -> dict[str, Any]:
         "pending": False,  # an applied reset (or delete) not yet picked up by a pull
         "expired": False,  # removed by offset retention: restart from MinOffset
         "last_client": None, "last_pull_ts": -1,
-        "last_active_ts": -1,  # last commit, pull or initial (offset retention, liveness)
-        "last_update_ts": -1,  # last event of the key
+        "last_active_ts": -1,  # last commit, pull or initial (broadcast liveness)
+        "last_update_ts": -1,  # last event of the key (with last_active_ts: offset retention)
         "pull_generations": {},  # client -> generation of its last pull (rule 3)
     }
 
@@ -340,7 +340,10 @@ class ReferenceLedger:
             if op not in OPS:
                 raise BadInput(f"unknown op {op!r}")
             # DESIGN.md, Events: ts = max(clock, last ts); an apply line's `ts` is the clock.
-            now = max(_time(line["ts"]) if "ts" in line else clock_ms, self.last_ts)
+            # Implementation's choice: `"ts": null` is a line without ts (the clock), as a
+            # null is an absent field in a command table's column (one rule on every path).
+            ts = line.get("ts")
+            now = max(_time(ts) if ts is not None else clock_ms, self.last_ts)
             result = OPS[op](self, line, now)
         except BadInput:
             if len(self.events) != first:
@@ -434,13 +437,18 @@ class ReferenceLedger:
         return {"consumer_group": group, "queues_deleted": len(keys)}
 
     # ---------------------------------------------------------------------- pull, commit
+    def _expiry_due(self, p: dict[str, Any], now: int) -> bool:
+        """Rule 6: an offset with no activity for the offset retention is due to expire.
+        Implementation's choice (main's fix of "offset retention never expires offsets created
+        by sync or reset"): a reset or a sync counts as activity as a commit or pull does, so
+        the clock runs from the key's last event (`last_update_ts`: every event of the key
+        sets it), and an offset a reset or a sync alone created expires too."""
+        return (p["committed"] is not None
+                and now - max(p["last_active_ts"], p["last_update_ts"]) > self.offsets_retention_ms)
+
     def _expire_if_idle(self, key: Key, p: dict[str, Any], client: str | None, now: int) -> None:
-        """Rule 6: offsets with no commit or pull for the retention expire, checked lazily on
-        pull and commit. Implementation's choices: a reset is neither (it does not keep an
-        offset alive), and an offset never committed or pulled (set by a reset alone) never
-        expires."""
-        if (p["committed"] is not None and p["last_active_ts"] >= 0
-                and now - p["last_active_ts"] > self.offsets_retention_ms):
+        """Rule 6: idle offsets expire, checked lazily on pull and commit (`_expiry_due`)."""
+        if self._expiry_due(p, now):
             self._emit("expire", now, consumer_group=key[0], topic=key[1], queue_id=key[2],
                        prev_offset=p["committed"], generation=p["generation"], client_id=client,
                        actor="system")
@@ -561,8 +569,7 @@ class ReferenceLedger:
         q = self.queues.get(key[1:])
         if q is not None and offset > q["max_offset"]:
             return refused("invalid")  # rule 2: above MaxOffset, where it is known
-        expired_now = (p["committed"] is not None and p["last_active_ts"] >= 0
-                       and now - p["last_active_ts"] > self.offsets_retention_ms)
+        expired_now = self._expiry_due(p, now)
         if not expired_now and p["committed"] is not None and offset < p["committed"]:
             return refused("stale")  # rule 2: increase-only within a generation (a rewind
             # is a reset); an offset expiring now is gone, so nothing is stale against it
@@ -635,7 +642,8 @@ class ReferenceLedger:
                                prev_offset=c["committed"], generation=c["generation"] + 1,
                                client_id=client, actor=line.get("actor"))
         moved = [(i["from_offset"], i["to_offset"]) for i in plan if i["from_offset"] is not None]
-        return {"executed": execute, "plan": plan,
+        # Implementation's choice: an empty plan executes nothing, so it says executed: false.
+        return {"executed": execute and bool(plan), "plan": plan,
                 "messages_replayed": sum(max(0, a - b) for a, b in moved),
                 "messages_skipped": sum(max(0, b - a) for a, b in moved)}
 
@@ -644,6 +652,11 @@ class ReferenceLedger:
         """A reset's target on one queue, clamped to [MinOffset, MaxOffset] where known."""
         q = self.queues.get(key[1:])
         current = self.committed(key, now)
+        if q is None and current is None:
+            # Implementation's choice (main's hardening): a queue with no messages recorded
+            # where the group has no offset is unknown, for every scenario: refused naming it
+            # (a typo in --topic T:Q would otherwise create offsets on a queue that no one has).
+            raise BadInput(f"unknown queue {key[1]}:{key[2]}")
         if q is None and mode in ("to_earliest", "to_latest", "to_datetime", "by_duration"):
             raise BadInput(f"{key[1]}:{key[2]} has unknown bounds")  # rule 6, refused naming it
         if mode == "to_offset":
@@ -653,9 +666,7 @@ class ReferenceLedger:
         elif mode == "to_latest":
             target = q["max_offset"]  # type: ignore[index]
         elif mode == "to_current":
-            # implementation's choice: no offset yet -> MaxOffset (unknown bounds: refused)
-            if current is None and q is None:
-                raise BadInput("to_current without offset or bounds")
+            # implementation's choice: no offset yet -> MaxOffset (unknown queues: refused above)
             target = current if current is not None else q["max_offset"]  # type: ignore[index]
         elif mode == "shift_by":
             if current is None:
