@@ -441,6 +441,9 @@ class State:
         if self.is_broadcast(key[0]):
             base = self.broadcast_offset(key, now_ms, self.positions.get(key, Position()).committed)
             if base is not None:
+                # rule 3 holds for a client's first pull too: into [MinOffset, MaxOffset]
+                if q is not None and not lo <= base <= hi:
+                    return min(max(base, lo), hi), "broadcast: from the group's offset, clamped"
                 return base, "broadcast: from the group's offset"
         policy = self.group(key[0]).initial
         if policy == "earliest":
