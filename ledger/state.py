@@ -321,7 +321,8 @@ class State:
             pos.generation = generation if generation is not None else pos.generation + 1
             pos.pending = True
             pos.last_client = None
-            pos.client_generations.clear()
+            # the clients' last-pull generations stay: a client from before the delete is
+            # fenced after a new pull clears the marker (rule 3), generations never go back
         else:
             raise ValueError(f"unknown event kind {kind!r}")
 

@@ -102,6 +102,22 @@ def test_a_broadcast_client_pulling_first_after_a_truncation_starts_at_min_offse
     assert (r[-1]["next_offset"], r[-1]["count"]) == (50, 32)
 
 
+# ---------------------------------------------------------------- B: delete and recreate
+def test_a_client_from_before_a_group_delete_stays_fenced_after_the_group_is_recreated(tmp_path):
+    """Rule 3: a commit naming no generation takes that of its client's last pull, so a
+    client from before the delete (generation 0) is fenced once a new client's pull has
+    cleared the delete's marker (generation 1): generations never go back."""
+    r = _run(tmp_path, [
+        _queue(300), {"op": "group_set", "group": G, "initial": "earliest"},
+        _pull("c1"), _commit(100, "c1"),
+        {"op": "group_delete", "group": G},
+        _pull("c2"),  # the recreated group: initial at MaxOffset (latest), generation 1
+        _commit(300, "c1"),
+    ])
+    assert r[-2]["generation"] == 1
+    assert (r[-1]["accepted"], r[-1]["reason"]) == (False, "fenced")
+
+
 # ---------------------------------------------------------------- ts null: one rule
 def test_a_null_ts_is_the_clock_on_every_path(tmp_path):
     """`"ts": null` is a line without ts (ledger time = the clock), whether the line comes as
