@@ -665,13 +665,18 @@ class State:
         self, plan: Iterable[PlanItem], actor: str | None, detail: str, now_ms: int,
         out: EventBuffer,
     ) -> None:
-        """Apply a reset plan: committed = target, generation + 1, pending marker, per client too."""
+        """Apply a reset plan: committed = target, generation + 1, pending marker; on a
+        broadcast group, per client too (rule 5). A clustering group's client offsets left from
+        an earlier broadcast mode are not reset: a reset event naming a client folds into the
+        group's own position there, and would set its generation back to the client's."""
         for item in plan:
             key = (item.consumer_group, item.topic, item.queue_id)
             pos = self.positions.get(key) or Position()
             self.emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1], queue_id=key[2],
                                   offset=item.to_offset, prev_offset=item.from_offset,
                                   generation=pos.generation + 1, actor=actor, detail=detail))
+            if not self.is_broadcast(key[0]):
+                continue
             for client, cpos in sorted(self.clients.get(key, {}).items()):
                 self.emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1],
                                       queue_id=key[2], offset=item.to_offset,

@@ -118,6 +118,27 @@ def test_a_client_from_before_a_group_delete_stays_fenced_after_the_group_is_rec
     assert (r[-1]["accepted"], r[-1]["reason"]) == (False, "fenced")
 
 
+# ---------------------------------------------------------------- C: formerly broadcast
+def test_a_reset_of_a_group_that_was_broadcast_is_one_group_reset_with_the_next_generation(
+        tmp_path):
+    """Rule 5 resets every client's offset of a broadcast group only: a clustering group
+    that kept client offsets from its broadcast days gets one reset of its own offset, and
+    its generation only goes up (1, then 2), never back to a client's."""
+    r = _run(tmp_path, [
+        _queue(200),
+        {"op": "group_set", "group": G, "mode": "broadcast", "initial": "earliest"},
+        _pull("a"), _commit(50, "a"),
+        {"op": "group_set", "group": G, "mode": "clustering"},
+        _pull("c"), _commit(20, "c"),
+        _reset_to(10), _pull("c"),
+        _reset_to(5), _pull("c"),
+        _commit(6, generation=1),
+    ])
+    assert [x["seq"] - y["seq"] for x, y in ((r[7], r[6]), (r[9], r[8]))] == [1, 1]
+    assert (r[8]["generation"], r[10]["generation"]) == (1, 2)
+    assert (r[10]["next_offset"], r[-1]["reason"]) == (5, "fenced")
+
+
 # ---------------------------------------------------------------- ts null: one rule
 def test_a_null_ts_is_the_clock_on_every_path(tmp_path):
     """`"ts": null` is a line without ts (ledger time = the clock), whether the line comes as
