@@ -595,9 +595,11 @@ class State:
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
         bclient = client if broadcast else None
-        pos = self._position(key, bclient) if (bclient or key in self.positions) else None
-        if pos is None:
-            pos = Position()
+        # read, not created: a refused commit leaves the state as it was (rule 2), no empty
+        # client position behind (a later reset would write an event for it)
+        found = (self.clients.get(key, {}).get(bclient) if bclient is not None
+                 else self.positions.get(key))
+        pos = found if found is not None else Position()
         effective = generation
         if effective is None and client is not None:
             effective = pos.client_generations.get(client)

@@ -139,6 +139,29 @@ def test_a_reset_of_a_group_that_was_broadcast_is_one_group_reset_with_the_next_
     assert (r[10]["next_offset"], r[-1]["reason"]) == (5, "fenced")
 
 
+# ---------------------------------------------------------------- D: refusals change nothing
+def test_a_refused_commit_of_a_new_broadcast_client_changes_nothing(tmp_path):
+    """Rule 2: a refusal appends nothing, so it changes no state either (no empty position
+    of the refused client, which a later reset would write an event for)."""
+    root = tmp_path / "data"
+    with Ledger.open(root, clock=FakeClock(T0)) as led:
+        led.queue_append(T, 0, 100)
+        led.group_set(G, mode="broadcast", initial="earliest")
+        led.pull(G, T, 0, client="a")
+        led.commit(G, T, 0, 10, client="a")
+        before = _canonical(led.state)
+        refused = led.commit(G, T, 0, 500, client="b")
+        assert (refused.accepted, refused.reason) == (False, "invalid")
+        assert _canonical(led.state) == before
+    r = _run(tmp_path, [
+        _queue(100),
+        {"op": "group_set", "group": G, "mode": "broadcast", "initial": "earliest"},
+        _pull("a"), _commit(10, "a"), _commit(500, "b"), _reset_to(5),
+    ])
+    assert r[4]["reason"] == "invalid"
+    assert r[5]["seq"] - r[3]["seq"] == 2  # the group's reset and client a's, none for b
+
+
 # ---------------------------------------------------------------- ts null: one rule
 def test_a_null_ts_is_the_clock_on_every_path(tmp_path):
     """`"ts": null` is a line without ts (ledger time = the clock), whether the line comes as
