@@ -293,6 +293,13 @@ class State:
             pos.last_active_ts = ts
             if client is not None:
                 pos.client_generations[client] = generation  # type: ignore[assignment]
+            if broadcast_client:
+                # rule 4: the next pull from any client clears the reset's marker, the
+                # broadcast group's own too (rule 5 adds one per client), so an operator's
+                # commit is fenced only until then
+                base = self.positions.get(key)  # type: ignore[arg-type]
+                if base is not None:
+                    base.pending = False
         elif kind == "initial":
             pos.committed = pos.pulled = offset
             pos.expired = False

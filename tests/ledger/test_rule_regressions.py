@@ -162,6 +162,23 @@ def test_a_refused_commit_of_a_new_broadcast_client_changes_nothing(tmp_path):
     assert r[5]["seq"] - r[3]["seq"] == 2  # the group's reset and client a's, none for b
 
 
+# ---------------------------------------------------------------- F: broadcast pending marker
+def test_a_pull_clears_a_broadcast_groups_own_pending_reset_so_an_operator_may_commit(tmp_path):
+    """Rule 4: the next pull from any client clears the reset's pending marker; on a
+    broadcast group that is the group's own marker too, so an operator's commit is fenced
+    only until then, not forever."""
+    r = _run(tmp_path, [
+        _queue(100),
+        {"op": "group_set", "group": G, "mode": "broadcast", "initial": "earliest"},
+        _pull("a"), _commit(50, "a"), _reset_to(10),
+        _commit(20),  # pending: fenced
+        _pull("a"), _commit(20),  # picked up: accepted
+    ])
+    assert r[5]["reason"] == "fenced"
+    assert r[6]["next_offset"] == 10
+    assert r[7]["accepted"] is True
+
+
 # ---------------------------------------------------------------- ts null: one rule
 def test_a_null_ts_is_the_clock_on_every_path(tmp_path):
     """`"ts": null` is a line without ts (ledger time = the clock), whether the line comes as
