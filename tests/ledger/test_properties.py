@@ -81,7 +81,8 @@ def _typed_reset(led: Ledger, line: dict[str, Any]) -> dict[str, Any]:
                      backward_only=bool(line.get("backward_only")))
     if line["execute"]:
         plan.execute()
-    return {"executed": line["execute"], "plan": plan.rows(),
+    # an empty plan executes nothing (as `apply` answers it: executed false)
+    return {"executed": line["execute"] and bool(plan.items), "plan": plan.rows(),
             "messages_replayed": plan.messages_replayed,
             "messages_skipped": plan.messages_skipped}
 

@@ -284,10 +284,9 @@ class ReferenceLedger:
             if e["client_id"] is not None:
                 p["pull_generations"][e["client_id"]] = e["generation"]
             if key in self.positions:
-                # Rule 4: the next pull from any client clears the pending marker. DESIGN.md,
-                # not the implementation: a broadcast client's pull clears the group's own
-                # marker too (rule 5 adds one per client); the implementation never clears it,
-                # so after a reset an operator's commit on a broadcast group is fenced forever.
+                # Rule 4: the next pull from any client clears the pending marker; a broadcast
+                # client's pull clears the group's own marker too (rule 5 adds one per client),
+                # else an operator's commit on a broadcast group would stay fenced forever.
                 self.positions[key]["pending"] = False
         elif kind == "initial":  # sets both
             p["committed"] = p["pulled"] = e["offset"]
@@ -307,10 +306,9 @@ class ReferenceLedger:
         elif kind == "delete":
             # Implementation's choice: a delete fences like a reset (generation + 1, pending)
             # so that racing clients are refused ("our fencing keeps racing clients safe").
-            # DESIGN.md, not the implementation: the clients' last-pull generations are kept
-            # (rule 3: a commit takes the generation of that client's last pull), so a client
-            # from before the delete stays fenced after the marker clears; the implementation
-            # forgets them and accepts its commit.
+            # The clients' last-pull generations are kept (rule 3: a commit takes the
+            # generation of that client's last pull), so a client from before the delete
+            # stays fenced after the marker clears.
             p["committed"] = p["pulled"] = None
             p["expired"] = False
             p["generation"] = e["generation"]
@@ -461,10 +459,8 @@ class ReferenceLedger:
         if self.is_broadcast(key[0]):
             group_offset = self.committed(key, now)
             if group_offset is not None:
-                # Rule 5: a client with no offset of its own starts from the group's offset.
-                # DESIGN.md, not the implementation: rule 3 clamps a pull below MinOffset up to
-                # it (above MaxOffset down); the implementation starts the client at the
-                # group's offset unclamped, delivering messages retention removed.
+                # Rule 5: a client with no offset of its own starts from the group's offset,
+                # and rule 3 clamps a pull below MinOffset up to it (above MaxOffset down).
                 return min(max(group_offset, lo), hi) if q is not None else group_offset
         policy = self.settings(key[0])["initial"]  # rule 1
         if policy == "earliest":
@@ -583,8 +579,8 @@ class ReferenceLedger:
     def _reset(self, line: dict[str, Any], now: int) -> dict[str, Any]:
         """Rule 4: plan a reset (a dry run unless `execute`), apply it when asked."""
         group = _name(line.get("group"))
-        # Exactly one scenario. DESIGN.md, not the implementation: `to_offset: 0` and
-        # `shift_by: 0` are scenarios (the implementation takes a 0 for an absent field).
+        # Exactly one scenario; a zero is a value: `to_offset: 0` and `shift_by: 0` are
+        # scenarios (rule 4: targets are offsets, 0 among them).
         given = [s for s in SCENARIOS if line.get(s) is not None and line.get(s) is not False]
         if len(given) != 1 or given[0] == "from_file":
             raise BadInput(f"reset scenarios {given}")
@@ -630,10 +626,9 @@ class ReferenceLedger:
                            offset=item["to_offset"], prev_offset=item["from_offset"],
                            generation=base["generation"] + 1, actor=line.get("actor"))
                 if not self.is_broadcast(group):
-                    # DESIGN.md, not the implementation: only a broadcast group's clients are
-                    # reset (rule 5); the implementation also resets the client offsets a
-                    # clustering group kept from an earlier broadcast mode, as events on the
-                    # group's own key that set its generation back.
+                    # Only a broadcast group's clients are reset (rule 5): not the client
+                    # offsets a clustering group kept from an earlier broadcast mode (as events
+                    # on the group's own key they would set its generation back).
                     continue
                 for client, c in sorted(self.clients.get(key, {}).items()):
                     # Rule 5: every known client's offset, a pending marker per client.
