@@ -1078,6 +1078,7 @@ def token_add(
                                      help="Groups it may touch (globs; repeatable; default all)."),
     tokens: Path = typer.Option(None, "--tokens", metavar="FILE",
                                 help="The tokens file (default DATA_DIR/tokens.toml)."),
+    as_json: bool = json_opt(),
 ) -> None:
     """Add a token to the tokens file and print it, the only time it is shown (the file keeps
     its sha256)."""
@@ -1085,7 +1086,11 @@ def token_add(
 
     path = _tokens_file(ctx, tokens)
     secret = add_token(path, name, role, groups or [])
-    sys.stdout.write(secret + "\n")
+    if as_json:
+        emit_json({"name": name, "token": secret, "roles": list(role),
+                   "groups": list(groups or []), "tokens_file": str(path)})
+    else:
+        sys.stdout.write(secret + "\n")
     note(f"token {name!r} ({', '.join(role)}) added to {path}: keep it, it is not shown again")
 
 
@@ -1108,6 +1113,8 @@ def serve(
                                               "idle keep-alive limit)."),
     body_timeout: float = typer.Option(30.0, "--body-timeout", metavar="S",
                                        help="Seconds to send a request's body."),
+    as_json: bool = typer.Option(False, "--json", help='Once serving, print {"url": URL} on '
+                                                       "stdout (one JSON document)."),
 ) -> None:
     """Serve the ledger over HTTP (API v1, group commit, metrics) until SIGTERM/SIGINT."""
     from ledger import Ledger
@@ -1122,7 +1129,7 @@ def serve(
         tls_cert=str(tls_cert) if tls_cert is not None else None,
         tls_key=str(tls_key) if tls_key is not None else None,
         max_body_bytes=max_body_bytes, max_commands_per_request=max_commands,
-        header_timeout_s=header_timeout, body_timeout_s=body_timeout)
+        header_timeout_s=header_timeout, body_timeout_s=body_timeout, announce_json=as_json)
     if tokens is not None:
         TokenFile.load(tokens)  # a bad file is refused before anything starts
     for path in (tls_cert, tls_key):

@@ -57,8 +57,12 @@ class App:
         stats.observe = self.metrics.batch
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
-        sys.stderr.write(f"serving {settings.scheme}://{settings.host}:{settings.port}\n")
+        url = f"{settings.scheme}://{settings.host}:{settings.port}"
+        sys.stderr.write(f"serving {url}\n")
         sys.stderr.flush()
+        if settings.announce_json:  # `serve --json`: one JSON document on stdout
+            sys.stdout.write(encode_json({"url": url}).decode() + "\n")
+            sys.stdout.flush()
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:

@@ -28,6 +28,8 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     shutdown_timeout_s: float = 30.0
+    #: `serve --json`: once listening, print {"url": ...} on stdout (besides the stderr line).
+    announce_json: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_commands_per_request", "batch_commands_max",
