@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ledger import Ledger
+from ledger import Ledger, Scenario, Scope
 from ledger.checkpoint import state_to_table, table_to_state
 from ledger.state import State
 from tests.support.clock import T0, FakeClock
@@ -196,3 +196,25 @@ def test_a_null_ts_is_the_clock_on_every_path(tmp_path):
                 results = list(led.apply(given))
             assert "error" not in results[0], results
             assert led.log.read().column("ts").to_pylist() == [T0 + 5_000]
+
+
+# ---------------------------------------------------------------- a reviewed plan runs as planned
+def test_a_reviewed_backward_only_plan_executes_the_targets_it_shows(tmp_path):
+    """CLI contract: with backward-only, a queue the reset would move forward stays in the
+    plan with to_offset = from_offset. Planned, then executed (`ResetPlan.execute`), it does
+    what the same reset planned and executed in one call does: it leaves a committed offset
+    below MinOffset where it is (the next pull clamps it), not clamped forward."""
+    lines = [_queue(3), {"op": "queue_truncate", "topic": T, "queue_id": 0, "min_offset": 1},
+             _commit(0)]
+    r = _run(tmp_path / "one-call", [*lines, {**_reset_to(0), "backward_only": True}])
+    assert r[-1]["plan"][0]["to_offset"] == 0 and r[-1]["executed"] is True
+    root = tmp_path / "reviewed"
+    with Ledger.open(root, clock=FakeClock(T0)) as led:
+        list(led.apply(lines))
+        plan = led.reset(G, Scenario("to_offset", 0), scope=Scope(topics=((T, (0,)),)),
+                         backward_only=True)
+        assert [(i.from_offset, i.to_offset) for i in plan.items] == [(0, 0)]
+        plan.execute()
+        assert led.committed(G, T, 0) == 0
+        assert led.pull(G, T, 0, client="c1").next_offset == 1  # clamped by the pull
+        _assert_state_is_durable(led, root)
