@@ -184,7 +184,8 @@ def _reset(writer: Writer, cmd: Reset, line: int, now: int, events: EventBuffer,
     policy allows it). A reviewed plan (`cmd.plan`) runs as it is, or not at all."""
     who = actor or cmd.actor
     scenario = scenario_of(cmd, now)
-    planned = (reviewed(writer, cmd.group, cmd.plan, now) if cmd.plan is not None
+    planned = (reviewed(writer, cmd.group, cmd.plan, now, backward_only=cmd.backward_only)
+               if cmd.plan is not None
                else plan_command(writer, cmd, now))
     result = reset_result(line, cmd.group, planned, executed=False)
     if not planned.items:

@@ -101,10 +101,13 @@ def plan(writer: Writer, group: str, scenario: Scenario, *, scope: Scope | None,
     return Planned(tuple(items), tuple(skipped))
 
 
-def reviewed(writer: Writer, group: str, rows: list[PlanRow], now_ms: int) -> Planned:
+def reviewed(writer: Writer, group: str, rows: list[PlanRow], now_ms: int, *,
+             backward_only: bool = False) -> Planned:
     """A reviewed plan, executed as it is: refused naming the queue and both values when a
     queue's committed offset is no longer the from_offset it was planned on (iceberg's
-    optimistic commit); targets are clamped to the queue's bounds as at planning."""
+    optimistic commit); targets are clamped to the queue's bounds and then kept from moving
+    forward with `backward_only`, as at planning (`reset.plan_reset`): so a backward-only
+    row that stays where it is (to_offset = from_offset, below a MinOffset) stays there."""
     state = writer.state
     items = []
     for row in rows:
@@ -119,6 +122,8 @@ def reviewed(writer: Writer, group: str, rows: list[PlanRow], now_ms: int) -> Pl
         target = row.to_offset
         if q is not None:
             target = min(max(target, q.min_offset), q.max_offset)
+            if backward_only and now_offset is not None and target > now_offset:
+                target = now_offset
         elif now_offset is None:
             raise InvalidInput(f"unknown queue {row.topic}:{row.queue_id}: no messages recorded "
                                f"there and group {group!r} has no offset there")

@@ -293,6 +293,13 @@ class State:
             pos.last_active_ts = ts
             if client is not None:
                 pos.client_generations[client] = generation  # type: ignore[assignment]
+            if broadcast_client:
+                # rule 4: the next pull from any client clears the reset's marker, the
+                # broadcast group's own too (rule 5 adds one per client), so an operator's
+                # commit is fenced only until then
+                base = self.positions.get(key)  # type: ignore[arg-type]
+                if base is not None:
+                    base.pending = False
         elif kind == "initial":
             pos.committed = pos.pulled = offset
             pos.expired = False
@@ -321,7 +328,8 @@ class State:
             pos.generation = generation if generation is not None else pos.generation + 1
             pos.pending = True
             pos.last_client = None
-            pos.client_generations.clear()
+            # the clients' last-pull generations stay: a client from before the delete is
+            # fenced after a new pull clears the marker (rule 3), generations never go back
         else:
             raise ValueError(f"unknown event kind {kind!r}")
 
@@ -444,6 +452,9 @@ class State:
         if self.is_broadcast(key[0]):
             base = self.broadcast_offset(key, now_ms, self.positions.get(key, Position()).committed)
             if base is not None:
+                # rule 3 holds for a client's first pull too: into [MinOffset, MaxOffset]
+                if q is not None and not lo <= base <= hi:
+                    return min(max(base, lo), hi), "broadcast: from the group's offset, clamped"
                 return base, "broadcast: from the group's offset"
         policy = self.group(key[0]).initial
         if policy == "earliest":
@@ -594,9 +605,11 @@ class State:
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
         bclient = client if broadcast else None
-        pos = self._position(key, bclient) if (bclient or key in self.positions) else None
-        if pos is None:
-            pos = Position()
+        # read, not created: a refused commit leaves the state as it was (rule 2), no empty
+        # client position behind (a later reset would write an event for it)
+        found = (self.clients.get(key, {}).get(bclient) if bclient is not None
+                 else self.positions.get(key))
+        pos = found if found is not None else Position()
         effective = generation
         if effective is None and client is not None:
             effective = pos.client_generations.get(client)
@@ -664,13 +677,18 @@ class State:
         self, plan: Iterable[PlanItem], actor: str | None, detail: str, now_ms: int,
         out: EventBuffer,
     ) -> None:
-        """Apply a reset plan: committed = target, generation + 1, pending marker, per client too."""
+        """Apply a reset plan: committed = target, generation + 1, pending marker; on a
+        broadcast group, per client too (rule 5). A clustering group's client offsets left from
+        an earlier broadcast mode are not reset: a reset event naming a client folds into the
+        group's own position there, and would set its generation back to the client's."""
         for item in plan:
             key = (item.consumer_group, item.topic, item.queue_id)
             pos = self.positions.get(key) or Position()
             self.emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1], queue_id=key[2],
                                   offset=item.to_offset, prev_offset=item.from_offset,
                                   generation=pos.generation + 1, actor=actor, detail=detail))
+            if not self.is_broadcast(key[0]):
+                continue
             for client, cpos in sorted(self.clients.get(key, {}).items()):
                 self.emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1],
                                       queue_id=key[2], offset=item.to_offset,

@@ -1,53 +1,16 @@
-"""CLI test helpers: run `offset-ledger` in-process, decode its JSON, count ledger events."""
+"""CLI test fixtures: a data directory to run `offset-ledger` on, empty or with a committed group."""
 
 from __future__ import annotations
 
-import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from cli import app
 from ledger import Ledger
+from tests.support.cli import Cli
 
 T, G = "t", "g"
-
-
-class Cli:
-    """`offset-ledger --data-dir DIR ...` in-process; stdout and stderr kept apart."""
-
-    def __init__(self, data: Path) -> None:
-        self.data = data
-        self.runner = CliRunner()
-
-    def __call__(self, *args: str, input: str | None = None) -> Result:
-        return self.runner.invoke(app, ["--data-dir", str(self.data), *map(str, args)],
-                                  input=input)
-
-    def json(self, *args: str, code: int = 0, input: str | None = None) -> Any:
-        r = self(*args, "--json", input=input)
-        assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-        return json.loads(r.stdout)
-
-    def events(self) -> int:
-        """Events in the log (to check that a refused or bad command appended nothing)."""
-        with Ledger.open(self.data) as led:
-            return led.log.next_seq
-
-
-def assert_error(r: Result, code: int, *fragments: str) -> None:
-    """One line on stderr naming the bad value, nothing on stdout, the exit code."""
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    assert r.stdout == ""
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("Error: ")
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
 
 
 @pytest.fixture
@@ -81,4 +44,3 @@ def committed(cli: Cli, committed_template: Path) -> Cli:
     return cli
 
 
-Runner = Callable[..., Result]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cli import app
-from tests.cli.conftest import Cli, G, T, assert_error
+from tests.cli.conftest import G, T
+from tests.support.cli import Cli, assert_one_line_error
 
 COMMIT = ["commit", "--group", G, "--topic", T, "--queue", "0"]
 
@@ -39,8 +40,8 @@ COMMIT = ["commit", "--group", G, "--topic", T, "--queue", "0"]
 def test_bad_input_is_one_line_exit_2_and_appends_nothing(committed: Cli, args: list[str],
                                                            fragments: list[str]) -> None:
     before = committed.events()
-    assert_error(committed(*args), 2, *fragments)
-    assert_error(committed(*args, "--json"), 2, *fragments)
+    assert_one_line_error(committed(*args), 2, *fragments)
+    assert_one_line_error(committed(*args, "--json"), 2, *fragments)
     assert committed.events() == before
 
 
@@ -51,5 +52,5 @@ def test_no_arguments_prints_help(cli: Cli) -> None:
 
 
 def test_a_missing_command_is_a_usage_error(cli: Cli) -> None:
-    assert_error(cli(), 2, "Missing command")
-    assert_error(cli("queue", "--data-dir"), 2, "--data-dir")
+    assert_one_line_error(cli(), 2, "Missing command")
+    assert_one_line_error(cli("queue", "--data-dir"), 2, "--data-dir")

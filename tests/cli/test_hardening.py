@@ -8,15 +8,16 @@ import signal
 import subprocess
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from ledger import Ledger
 from ledger.events import EVENT_SCHEMA
 from storage import SegmentedLog
-from tests.cli.conftest import Cli, G, T, assert_error
-from tests.conftest import T0, FakeClock
-from tests.tools.crash_harness import _cli_command, replayed_view, view_rows
+from tests.cli.conftest import G, T
+from tests.support.cli import Cli, assert_one_line_error
+from tests.support.clock import T0, FakeClock
+from tests.support.oracle import log_view, view_file
+from tests.tools.crash_harness import _cli_command
 
 
 def _verify_clean(cli: Cli) -> None:
@@ -81,14 +82,11 @@ def test_sigint_in_the_middle_of_an_apply_leaves_the_view_behind_or_at_the_log(
     # the view file as the interrupt left it, before any writer opens the directory
     with SegmentedLog.open(root, EVENT_SCHEMA, writer=False) as log:
         events = log.read()
-    con = duckdb.connect(str(root / "view.duckdb"), read_only=True)
-    try:
-        position = con.execute("SELECT max(next_seq) FROM view_position").fetchone()[0]
-        got = view_rows(con)
-    finally:
-        con.close()
+    found = view_file(root / "view.duckdb")
+    assert found is not None
+    position, got = found
     assert position is not None and position <= events.num_rows
-    assert got == replayed_view(events.slice(0, position))
+    assert got == log_view(events.slice(0, position))
     _verify_clean(cli)
 
 
@@ -106,7 +104,7 @@ def test_sigint_in_the_middle_of_an_apply_leaves_the_view_behind_or_at_the_log(
 ])
 def test_sql_is_read_only_by_the_engine(committed: Cli, query: str, fragment: str) -> None:
     before = committed.json("sql", "SELECT * FROM offsets ORDER BY ALL", "--format", "json")
-    assert_error(committed("sql", query), 2, fragment)
+    assert_one_line_error(committed("sql", query), 2, fragment)
     assert committed.json("sql", "SELECT * FROM offsets ORDER BY ALL",
                           "--format", "json") == before
 
@@ -127,7 +125,7 @@ def test_sql_through_the_python_api_on_a_writer_cannot_change_the_view(tmp_path:
 @pytest.mark.parametrize("spec", ["a b:0", ":0", "ü:0", "t:x", "t:-1", "t:99999999999"])
 def test_reset_topic_specs_follow_the_name_rule(committed: Cli, spec: str) -> None:
     before = committed.events()
-    assert_error(committed("reset", "--group", G, "--topic", spec, "--to-offset", "1",
+    assert_one_line_error(committed("reset", "--group", G, "--topic", spec, "--to-offset", "1",
                            "--execute"), 2, "invalid --topic")
     assert committed.events() == before
 
@@ -148,8 +146,8 @@ def test_at_and_to_state_at_before_the_retained_log_are_refused(tmp_path: Path) 
         assert led.retention(offsets_retention_ms=10**12,
                              log_retention_ms=1_800_000)["segments_deleted"] > 0
     cli = Cli(root)
-    assert_error(cli("at", str(T0 + 30_000)), 2, "earliest time still answerable")
-    assert_error(cli("reset", "--group", G, "--all-topics", "--to-state-at", str(T0 + 30_000)),
+    assert_one_line_error(cli("at", str(T0 + 30_000)), 2, "earliest time still answerable")
+    assert_one_line_error(cli("reset", "--group", G, "--all-topics", "--to-state-at", str(T0 + 30_000)),
                  2, "earliest time still answerable")
     assert cli.json("at", "now")[0]["committed_offset"] == 50
     _verify_clean(cli)
@@ -176,7 +174,7 @@ def test_a_reset_of_a_queue_that_does_not_exist_is_refused(committed: Cli, tmp_p
     (tmp_path / "targets.csv").write_text(f"{T},9,5\n")
     args = [str(tmp_path / "targets.csv") if a == "FILE" else a for a in args]
     before = committed.events()
-    assert_error(committed("reset", "--group", G, *args, "--execute"), 2, "unknown queue")
+    assert_one_line_error(committed("reset", "--group", G, *args, "--execute"), 2, "unknown queue")
     assert committed.events() == before
     out = committed.json("reset", "--group", G, "--all-topics", "--to-latest", "--execute")
     assert [r["to_offset"] for r in out["plan"]] == [200, 200]
@@ -185,7 +183,7 @@ def test_a_reset_of_a_queue_that_does_not_exist_is_refused(committed: Cli, tmp_p
 # ---------------------------------------------------------------- rough edges
 def test_a_misspelled_policy_key_is_refused_not_ignored(committed: Cli) -> None:
     (committed.data / "reset-policy.toml").write_text("[limits]\nmax_rewind_mesages = 1\n")
-    assert_error(committed("reset", "--group", G, "--all-topics", "--to-offset", "1",
+    assert_one_line_error(committed("reset", "--group", G, "--all-topics", "--to-offset", "1",
                            "--execute"), 2, "unknown key 'max_rewind_mesages'")
 
 
@@ -197,7 +195,7 @@ def test_a_dry_run_says_the_policy_would_refuse_the_execute(committed: Cli) -> N
 
 
 def test_epoch_seconds_are_refused_as_ambiguous(committed: Cli) -> None:
-    assert_error(committed("reset", "--group", G, "--all-topics", "--to-datetime",
+    assert_one_line_error(committed("reset", "--group", G, "--all-topics", "--to-datetime",
                            "1795219200"), 2, "looks like epoch seconds", "1795219200000")
 
 
@@ -212,7 +210,7 @@ def test_lag_is_null_where_bounds_are_unknown(cli: Cli) -> None:
 def test_a_second_writer_gets_a_cli_message(committed: Cli) -> None:
     with Ledger.open(committed.data):
         r = committed("queue", "append", "--topic", T, "--queue", "0")
-    assert_error(r, 2, "one writer per data directory", "reads need no lock")
+    assert_one_line_error(r, 2, "one writer per data directory", "reads need no lock")
     assert "writer=False" not in r.stderr
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from cli import app
-from tests.cli.conftest import Cli
+from tests.support.cli import Cli
 
 SCRIPT = Path(sys.executable).parent / "offset-ledger"
 ROOT = Path(__file__).resolve().parents[2]

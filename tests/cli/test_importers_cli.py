@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Cli, assert_error
 from tests.importers.helpers import FIXTURES
+from tests.support.cli import Cli, assert_one_line_error
 
 
 def _copy(tmp_path: Path, name: str) -> str:
@@ -79,7 +79,7 @@ def test_an_import_older_than_the_ledger_is_recorded_at_the_ledger_time_and_says
 def test_rocketmq_progress_refuses_several_brokers_without_broker(cli: Cli,
                                                                   tmp_path: Path) -> None:
     path = _copy(tmp_path, "rocketmq_progress_4.8_printed.txt")
-    assert_error(cli("sync", "rocketmq-progress", path, "--group", "go_client_dev"), 2,
+    assert_one_line_error(cli("sync", "rocketmq-progress", path, "--group", "go_client_dev"), 2,
                  "RaftNode00", "RaftNode01")
     assert not (cli.data / "log").exists()
     out = cli.json("sync", "rocketmq-progress", path, "--group", "go_client_dev",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ledger import Ledger
-from tests.cli.conftest import Cli, assert_error
-from tests.conftest import FakeClock
+from tests.support.cli import Cli, assert_one_line_error
+from tests.support.clock import FakeClock
 
 GROUP_KEYS = {"consumer_group", "status", "complete", "total_lag", "max_lag", "queues"}
 QUEUE_KEYS = {"topic", "queue_id", "status", "committed_offset", "max_offset", "lag", "lag_ms",
@@ -100,4 +100,4 @@ def test_lag_series_json_and_text(lagging: Cli) -> None:
 ])
 def test_bad_lag_input_is_one_line_exit_2(lagging: Cli, args: list[str],
                                           fragments: list[str]) -> None:
-    assert_error(lagging("lag", *args), 2, *fragments)
+    assert_one_line_error(lagging("lag", *args), 2, *fragments)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from ledger import Ledger
-from tests.cli.conftest import Cli, G, T, assert_error
+from tests.cli.conftest import G, T
+from tests.support.cli import Cli, assert_one_line_error
 
 
 def test_init_persists_settings(cli: Cli) -> None:
@@ -21,7 +22,7 @@ def test_init_persists_settings(cli: Cli) -> None:
 
 
 def test_init_with_a_bad_durability_creates_nothing(cli: Cli) -> None:
-    assert_error(cli("init", "--durability", "sometimes"), 2, "'sometimes'")
+    assert_one_line_error(cli("init", "--durability", "sometimes"), 2, "'sometimes'")
     assert not cli.data.exists()
 
 
@@ -58,7 +59,7 @@ def test_group_set_list_delete(committed: Cli) -> None:
 
 def test_group_set_rejects_a_bad_mode(committed: Cli) -> None:
     before = committed.events()
-    assert_error(committed("group", "set", "--group", G, "--mode", "fanout"), 2, "'fanout'")
+    assert_one_line_error(committed("group", "set", "--group", G, "--mode", "fanout"), 2, "'fanout'")
     assert committed.events() == before
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from ledger import Ledger
 from ledger.timeparse import iso
-from tests.cli.conftest import Cli, G, T, assert_error
+from tests.cli.conftest import G, T
+from tests.support.cli import Cli, assert_one_line_error
 
 PROGRESS_KEYS = {"topic", "queue_id", "min_offset", "max_offset", "committed_offset",
                  "pulled_offset", "lag", "inflight", "ready", "generation", "last_update"}
@@ -67,7 +68,7 @@ def test_history_since_until(committed: Cli) -> None:
 
 
 def test_history_of_an_unknown_kind_is_an_error(committed: Cli) -> None:
-    assert_error(committed("history", "--kind", "comit"), 2, "'comit'")
+    assert_one_line_error(committed("history", "--kind", "comit"), 2, "'comit'")
 
 
 def test_at_answers_the_state_as_of_a_past_time(committed: Cli) -> None:
@@ -104,17 +105,17 @@ def test_sql_formats(committed: Cli) -> None:
                                    "COPY offsets TO '/tmp/x.csv'"])
 def test_sql_that_is_not_a_read_is_exit_2(committed: Cli, query: str) -> None:
     before = committed.events()
-    assert_error(committed("sql", query, "--json"), 2, "read-only")
+    assert_one_line_error(committed("sql", query, "--json"), 2, "read-only")
     assert committed.events() == before
     assert committed.json("sql", "SELECT count(*) AS n FROM offsets") == [{"n": 2}]
 
 
 def test_sql_error_names_the_problem(committed: Cli) -> None:
-    assert_error(committed("sql", "SELECT nope FROM offsets"), 2, "nope")
+    assert_one_line_error(committed("sql", "SELECT nope FROM offsets"), 2, "nope")
 
 
 def test_reads_on_a_missing_data_dir_are_exit_2_and_create_nothing(cli: Cli) -> None:
-    assert_error(cli("progress", "--group", G), 2, str(cli.data))
+    assert_one_line_error(cli("progress", "--group", G), 2, str(cli.data))
     assert not cli.data.exists()
 
 

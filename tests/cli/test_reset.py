@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.cli.conftest import Cli, G, T, assert_error
+from tests.cli.conftest import G, T
+from tests.support.cli import Cli, assert_one_line_error
 
 
 def _plan(cli: Cli, *args: str, code: int = 0) -> dict:
@@ -117,7 +118,7 @@ def test_empty_scope_prints_an_empty_plan(committed: Cli) -> None:
 
 def test_shift_by_without_committed_offset_is_an_error(committed: Cli) -> None:
     committed.json("queue", "append", "--topic", T, "--queue", "2", "--count", "10")
-    assert_error(committed("reset", "--group", G, "--topic", T, "--shift-by", "1", "--json"), 2,
+    assert_one_line_error(committed("reset", "--group", G, "--topic", T, "--shift-by", "1", "--json"), 2,
                  f"{T}:2")
 
 
@@ -153,7 +154,7 @@ def test_to_earliest_on_a_queue_with_unknown_bounds_is_refused(committed: Cli,
 def test_bad_reset_usage_is_one_line_exit_2(committed: Cli, args: list[str],
                                             fragment: str) -> None:
     before = committed.events()
-    assert_error(committed("reset", "--group", G, *args, "--execute"
+    assert_one_line_error(committed("reset", "--group", G, *args, "--execute"
                            if "--dry-run" not in args else "--json"), 2, fragment)
     assert committed.events() == before
 

@@ -9,7 +9,8 @@ import pytest
 
 from ledger import InvalidInput
 from ledger.importers import parse_kafka_csv, parse_rocketmq_offsets, quote_bare_keys
-from tests.cli.conftest import Cli, G, T, assert_error
+from tests.cli.conftest import G, T
+from tests.support.cli import Cli, assert_one_line_error
 
 # fastjson's pretty output: unquoted integer queue ids, tabs, a retry topic, a broadcast group
 FASTJSON = """{
@@ -80,7 +81,7 @@ def test_sync_rocketmq_fastjson_file(cli: Cli, tmp_path: Path) -> None:
 def test_a_corrupt_consumer_offset_file_appends_nothing_and_names_the_fault(
         committed: Cli, tmp_path: Path, broken: str, fragments: list[str]) -> None:
     before = committed.events()
-    assert_error(committed("sync", "rocketmq", _write(tmp_path, "bad.json", broken), "--json"),
+    assert_one_line_error(committed("sync", "rocketmq", _write(tmp_path, "bad.json", broken), "--json"),
                  2, *fragments)
     assert committed.events() == before
 
@@ -108,7 +109,7 @@ def test_sync_kafka_csv(committed: Cli, tmp_path: Path) -> None:
 def test_a_malformed_kafka_csv_names_the_line(committed: Cli, tmp_path: Path, text: str,
                                               fragments: list[str]) -> None:
     before = committed.events()
-    assert_error(committed("sync", "kafka-csv", _write(tmp_path, "bad.csv", text), "--group", G),
+    assert_one_line_error(committed("sync", "kafka-csv", _write(tmp_path, "bad.csv", text), "--group", G),
                  2, *fragments)
     assert committed.events() == before
 
@@ -161,7 +162,7 @@ def test_apply_from_stdin_prints_ndjson_even_without_json(committed: Cli) -> Non
 
 def test_apply_of_a_missing_file_is_exit_2(committed: Cli) -> None:
     before = committed.events()
-    assert_error(committed("apply", "/nonexistent/cmds.ndjson"), 2, "/nonexistent/cmds.ndjson")
+    assert_one_line_error(committed("apply", "/nonexistent/cmds.ndjson"), 2, "/nonexistent/cmds.ndjson")
     assert committed.events() == before
 
 
@@ -186,5 +187,5 @@ def test_apply_of_a_parquet_table_prints_what_the_ndjson_form_prints(tmp_path: P
 def test_apply_of_an_unreadable_parquet_file_is_exit_2(committed: Cli, tmp_path: Path) -> None:
     before = committed.events()
     bad = _write(tmp_path, "cmds.parquet", "not parquet at all\n")
-    assert_error(committed("apply", bad), 2, "unreadable Parquet file", "cmds.parquet")
+    assert_one_line_error(committed("apply", bad), 2, "unreadable Parquet file", "cmds.parquet")
     assert committed.events() == before

@@ -3,12 +3,11 @@ state of the per-command path (commands as dicts), whatever the stream holds."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import ledger.columnar as columnar
@@ -16,18 +15,9 @@ import ledger.executor as executor
 from bench.workload import commands_table
 from ledger import Ledger
 from ledger.state import State, snapshot_rows
-from tests.conftest import T0, FakeClock
-
-#: One column per field an apply line may carry (null: the line lacks it).
-SCHEMA = pa.schema([
-    ("op", pa.string()), ("group", pa.string()), ("topic", pa.string()),
-    ("queue_id", pa.int64()), ("client", pa.string()), ("offset", pa.int64()),
-    ("max", pa.int64()), ("count", pa.int64()), ("min_offset", pa.int64()),
-    ("generation", pa.int64()), ("to_offset", pa.int64()), ("shift_by", pa.int64()),
-    ("execute", pa.bool_()), ("mode", pa.string()), ("client_timeout", pa.string()),
-    ("initial", pa.string()),
-    ("ts", pa.int64()),
-])
+from tests.support.clock import T0, FakeClock
+from tests.support.oracle import assert_results, model_run
+from tests.support.strategies import LINE_SCHEMA, OFFSETS_RETENTION_MS, property_settings, streams
 
 
 def _run(root: Path, commands: object, **kw: object) -> tuple[list, pa.Table, list, list]:
@@ -116,7 +106,7 @@ def test_refusals_and_errors_match_and_append_nothing(tmp_path):
         {"op": "pull", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "max": 10,
          "ts": T0 + 7},
     ]
-    table = pa.Table.from_pylist(lines * 3, schema=SCHEMA)
+    table = pa.Table.from_pylist(lines * 3, schema=LINE_SCHEMA)
     results = _same(tmp_path, table)
     assert [r.get("reason") for r in results[3:6]] == [None, "stale", "invalid"]
     assert [r["offset"] for r in results[3:6]] == [108, 108, 108]
@@ -138,7 +128,7 @@ def test_out_of_order_ts_and_lines_without_ts(tmp_path):
         {"op": "commit", "group": "g", "topic": "t", "queue_id": 0, "offset": 1, "ts": T0 + 99},
         {"op": "pull", "group": "g", "topic": "t", "queue_id": 0, "client": "c", "ts": T0 + 70},
     ]
-    _same(tmp_path, pa.Table.from_pylist(lines * 4, schema=SCHEMA))
+    _same(tmp_path, pa.Table.from_pylist(lines * 4, schema=LINE_SCHEMA))
 
 
 def test_dictionary_columns_and_record_batches(tmp_path):
@@ -153,62 +143,24 @@ def test_dictionary_columns_and_record_batches(tmp_path):
     assert by_dict[1].equals(by_plain[1]) and by_dict[1].equals(by_batch[1])
 
 
-GROUPS = ("g1", "g2", "g3")
-QUEUES = (0, 1)
-CLIENTS = ("c1", "c2", "c3")
-key = st.tuples(st.sampled_from(GROUPS), st.sampled_from(QUEUES))
-line = st.one_of(
-    st.builds(lambda q, n: {"op": "queue_append", "topic": "t", "queue_id": q, "count": n},
-              st.sampled_from(QUEUES), st.integers(1, 60)),
-    st.builds(lambda q, m: {"op": "queue_truncate", "topic": "t", "queue_id": q, "min_offset": m},
-              st.sampled_from(QUEUES), st.integers(0, 120)),
-    *[st.builds(lambda k, c, m: {"op": "pull", "group": k[0], "topic": "t", "queue_id": k[1],
-                                 "client": c, "max": m},
-                key, st.sampled_from(CLIENTS), st.integers(1, 40))] * 4,
-    *[st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": "t", "queue_id": k[1],
-                                 "client": c, "offset": o},
-                key, st.sampled_from((*CLIENTS, None)), st.integers(0, 200))] * 4,
-    st.builds(lambda k, o, g: {"op": "commit", "group": k[0], "topic": "t", "queue_id": k[1],
-                               "offset": o, "generation": g},
-              key, st.integers(0, 200), st.integers(0, 3)),
-    st.builds(lambda g, s: {"op": "reset", "group": g, "topic": "t", "execute": True, **s},
-              st.sampled_from(GROUPS),
-              st.sampled_from([{"to_offset": 5}, {"shift_by": -10}, {"to_latest": True}])),
-    st.builds(lambda g, m, t, i: {"op": "group_set", "group": g, "mode": m, "client_timeout": t,
-                                  "initial": i},
-              st.sampled_from(GROUPS), st.sampled_from(["clustering", "broadcast"]),
-              st.sampled_from(["PT1S", "PT2M"]),
-              st.sampled_from(["latest", "earliest", f"timestamp:{T0 + 5_000}"])),
-    st.just({"op": "group_delete", "group": "g3"}),
-    st.builds(lambda k: {"op": "pull", "group": k[0], "topic": "t", "queue_id": k[1],
-                         "client": "c1", "max": 0}, key),  # malformed: max 0
-    st.builds(lambda k: {"op": "commit", "group": k[0], "topic": "bad topic",
-                         "queue_id": k[1], "offset": 1}, key),
-)
-#: Mostly small steps; some longer than a client timeout or the offset retention (1 hour here).
-step = st.sampled_from([0, 0, 1, 10, 1_000, 60_000, 130_000, 4_000_000, -5])
-
-
-@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(stream=st.lists(st.tuples(line, step), min_size=1, max_size=120),
-       batch=st.sampled_from([3, 16, 4096]), no_ts=st.booleans())
-def test_random_streams_fold_the_same_column_wise(tmp_path_factory, stream, batch, no_ts):
+@property_settings(share=0.5)
+@given(lines=streams(max_size=60, topics=("t",)), batch=st.sampled_from([3, 16, 4096]),
+       no_ts=st.booleans())
+def test_random_streams_fold_the_same_column_wise(tmp_path_factory, lines, batch, no_ts):
+    """The column-wise fold writes the very log (every column, `detail` too) of the per-command
+    one; both answer as the reference model does."""
     tmp = tmp_path_factory.mktemp("columnar")
-    rows, ts = [], T0
-    for i, (cmd, dt) in enumerate(stream):
-        ts += dt
-        row = dict(cmd)
-        if not (no_ts and i % 3 == 0):  # some lines take the (fixed) clock instead
-            row["ts"] = ts
-        rows.append(row)
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
-    by_dict = _run(tmp / "dicts", _as_dicts(table), offsets_retention_ms=3_600_000)
-    by_column = _run(tmp / "columns", table, offsets_retention_ms=3_600_000,
+    rows = [{k: v for k, v in line.items() if not (k == "ts" and no_ts and i % 3 == 0)}
+            for i, line in enumerate(lines)]  # some lines take the (fixed) clock instead
+    table = pa.Table.from_pylist(rows, schema=LINE_SCHEMA)
+    by_dict = _run(tmp / "dicts", _as_dicts(table), offsets_retention_ms=OFFSETS_RETENTION_MS)
+    by_column = _run(tmp / "columns", table, offsets_retention_ms=OFFSETS_RETENTION_MS,
                      apply_column_batch_commands=batch)
     assert by_dict[0] == by_column[0]
     assert by_dict[1].equals(by_column[1]), _first_difference(by_dict[1], by_column[1])
     assert by_dict[2:] == by_column[2:]
+    _, want = model_run(rows, clock_ms=T0, offsets_retention_ms=OFFSETS_RETENTION_MS)
+    assert_results(by_column[0], want, rows, "columns")
 
 
 def test_apply_arrow_returns_the_same_results_as_a_table(tmp_path):
@@ -355,8 +307,8 @@ def test_first_pulls_of_new_keys_fold_column_wise_with_their_initial_event(tmp_p
 
         monkeypatch.setattr(columnar, "fold_run", counting)
         with Ledger.open(tmp_path / name, clock=FakeClock()) as led:
-            list(led.apply(_as_dicts(pa.Table.from_pylist(setup, schema=SCHEMA))))
-            table = pa.Table.from_pylist(lines, schema=SCHEMA)
+            list(led.apply(_as_dicts(pa.Table.from_pylist(setup, schema=LINE_SCHEMA))))
+            table = pa.Table.from_pylist(lines, schema=LINE_SCHEMA)
             out = list(led.apply(_as_dicts(table) if how == "dicts" else table))
             results.append((out, led.log.read(), led.snapshot()))
         monkeypatch.undo()
@@ -398,11 +350,11 @@ def test_commit_only_feeds_fold_column_wise_and_the_same(tmp_path, monkeypatch):
             "client": "c9", "ts": T0 + 10**6 + 1} for q in range(2)]
         + [{"op": "commit", "group": "GID_app-001", "topic": "topic-00", "queue_id": q,
             "offset": o, "client": "c9", "ts": T0 + 10**6 + 2} for q in range(2)
-           for o in (1, 4999, 6000)], schema=SCHEMA)
+           for o in (1, 4999, 6000)], schema=LINE_SCHEMA)
     rows = [{k: v for k, v in r.items()} for r in feed.cast(pa.schema(
         [(f.name, pa.string() if pa.types.is_dictionary(f.type) else f.type)
          for f in feed.schema])).to_pylist()]
-    table = pa.concat_tables([pa.Table.from_pylist(rows, schema=SCHEMA), later])
+    table = pa.concat_tables([pa.Table.from_pylist(rows, schema=LINE_SCHEMA), later])
     folded = []
     real = columnar.fold_run
 

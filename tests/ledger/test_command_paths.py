@@ -30,7 +30,7 @@ from ledger import (
     Scope,
     Sync,
 )
-from tests.conftest import T0, FakeClock
+from tests.support.clock import T0, FakeClock
 
 T, G = "orders", "billing"
 

@@ -9,7 +9,7 @@ import ledger.executor as executor
 from bench.workload import generate
 from ledger import Ledger
 from ledger.state import State
-from tests.conftest import FakeClock
+from tests.support.clock import FakeClock
 
 
 def _log(root, cmds, monkeypatch, fast: bool):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ledger import InvalidInput, Ledger
-from tests.conftest import FakeClock
+from tests.support.clock import FakeClock
 
 T = "orders"
 S = 1000  # one second of ledger time

@@ -10,9 +10,9 @@ import pytest
 
 from ledger import Ledger
 from ledger.lag_health import ERR, HealthSettings, queue_status
-from tests.cli.conftest import Cli
-from tests.conftest import FakeClock
 from tests.ledger.burrow_cases import CASES, BurrowCase
+from tests.support.cli import Cli
+from tests.support.clock import FakeClock
 
 G, T = "burrow", "topic"
 GROUP_OF = {"OK": "OK", "WARN": "WARN", "STOP": ERR, "STALL": ERR, "REWIND": ERR}

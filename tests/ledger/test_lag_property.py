@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
-from tests.conftest import T0, FakeClock
+from tests.support.clock import T0, FakeClock
 
 GROUPS = ("g1", "g2")
 TOPIC = "t"

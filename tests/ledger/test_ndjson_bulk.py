@@ -16,7 +16,7 @@ import ledger.executor as executor
 import ledger.ndjson as ndjson
 from bench.workload import generate
 from ledger import Ledger
-from tests.conftest import T0, FakeClock
+from tests.support.clock import T0, FakeClock
 
 
 def _apply(root: Path, data: bytes, monkeypatch: pytest.MonkeyPatch, bulk: bool

@@ -1,114 +1,138 @@
-"""Properties over random command streams: the view, a rebuild, state-at and a reopen all agree
-with a pure replay of the log through the fold."""
+"""Properties over random command streams, with the reference model of DESIGN.md's rules as the
+oracle (tests/support/reference.py): every way into the ledger (`apply` of dicts, `apply` of an
+Arrow table folded column-wise, the typed methods) answers each line as the model does and
+leaves the log, the view, the snapshot and the state at past times the model has; so do a
+rebuild of the view and a reopen."""
 
 from __future__ import annotations
 
 import itertools
-import os
+from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pyarrow as pa
+from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import Ledger
+from ledger import Ledger, LedgerError, Scenario, Scope
 from ledger.events import EVENT_SCHEMA
-from ledger.state import State, snapshot_rows
-from tests.conftest import T0, FakeClock
-
-GROUPS = ("g1", "g2")
-TOPIC = "t"
-QUEUES = (0, 1)
-CLIENTS = ("c1", "c2", "c3")
-
-key = st.tuples(st.sampled_from(GROUPS), st.sampled_from(QUEUES))
-step_ms = st.sampled_from([0, 1, 10, 1_000, 60_000, 130_000])
-
-command = st.one_of(
-    st.builds(lambda q, n: {"op": "queue_append", "topic": TOPIC, "queue_id": q, "count": n},
-              st.sampled_from(QUEUES), st.integers(1, 60)),
-    st.builds(lambda q, m: {"op": "queue_truncate", "topic": TOPIC, "queue_id": q,
-                            "min_offset": m}, st.sampled_from(QUEUES), st.integers(0, 120)),
-    st.builds(lambda k, c, m: {"op": "pull", "group": k[0], "topic": TOPIC, "queue_id": k[1],
-                               "client": c, "max": m},
-              key, st.sampled_from(CLIENTS), st.integers(1, 40)),
-    st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": TOPIC,
-                               "queue_id": k[1], "client": c, "offset": o},
-              key, st.sampled_from((*CLIENTS, None)), st.integers(0, 200)),
-    st.builds(lambda g, s: {"op": "reset", "group": g, "topic": TOPIC, "execute": True, **s},
-              st.sampled_from(GROUPS),
-              st.sampled_from([{"to_offset": 5}, {"to_earliest": True}, {"shift_by": -10},
-                               {"to_latest": True}, {"to_current": True}])),
-    st.builds(lambda g, m, i: {"op": "group_set", "group": g, "mode": m, "initial": i},
-              st.sampled_from(GROUPS), st.sampled_from(["clustering", "broadcast"]),
-              st.sampled_from(["latest", "earliest"])),
-    st.builds(lambda g: {"op": "group_delete", "group": g}, st.sampled_from(GROUPS)),
+from tests.support.clock import T0, FakeClock
+from tests.support.faults import NoSyncFS
+from tests.support.oracle import (
+    assert_events,
+    assert_ledger_agrees,
+    assert_results,
+    assert_view,
+    model_run,
+    rows,
+    view_tables,
 )
-streams = st.lists(st.tuples(command, step_ms), min_size=1, max_size=60)
+from tests.support.reference import duration_ms
+from tests.support.strategies import (
+    LINE_SCHEMA,
+    OFFSETS_RETENTION_MS,
+    property_settings,
+    streams,
+)
 
 
-def replay(led: Ledger, seq_to: int | None = None) -> State:
-    data = led.log.read(seq_gte=0, seq_lt=seq_to)
-    state = State()
-    state.apply_columns(data.to_pydict())
-    return state
+def typed_call(led: Ledger, line: dict[str, Any]) -> dict[str, Any]:
+    """One apply line through the typed methods, its answer in the apply result's form."""
+    op = line["op"]
+    g, t, q = line.get("group"), line.get("topic"), line.get("queue_id")
+    try:
+        if op == "queue_append":
+            out = led.queue_append(t, q, line.get("count", 1))
+        elif op == "queue_truncate":
+            out = led.queue_truncate(t, q, line["min_offset"])
+        elif op == "pull":
+            r = led.pull(g, t, q, client=line.get("client"), max_count=line.get("max", 32))
+            out = {"next_offset": r.next_offset, "generation": r.generation, "count": r.count}
+        elif op == "commit":
+            c = led.commit(g, t, q, line["offset"], client=line.get("client"),
+                           generation=line.get("generation"))
+            out = {"accepted": c.accepted, "reason": c.reason, "offset": c.offset}
+            if not c.accepted:
+                out["error"] = f"commit refused: {c.reason}"
+        elif op == "group_set":
+            timeout = line.get("client_timeout")
+            out = led.group_set(g, mode=line.get("mode"), initial=line.get("initial"),
+                                client_timeout_ms=None if timeout is None else duration_ms(timeout))
+        elif op == "group_delete":
+            out = led.group_delete(g)
+        elif op == "reset":
+            out = _typed_reset(led, line)
+        else:
+            return {"op": op, "error": f"no method for {op!r}"}
+    except LedgerError as e:
+        return {"op": op, "error": str(e)}
+    return {"op": op, **out}
 
 
-def view_offsets(led: Ledger) -> list[tuple]:
-    led.flush_view()
-    return sorted(led.view.con.execute(
-        "SELECT consumer_group, topic, queue_id, committed_offset, pulled_offset, generation, "
-        "pending FROM offsets").fetchall())
+def _typed_reset(led: Ledger, line: dict[str, Any]) -> dict[str, Any]:
+    (mode,) = [m for m in ("to_offset", "to_earliest", "to_latest", "to_current", "shift_by",
+                           "to_datetime", "by_duration", "to_state_at") if m in line]
+    value = line[mode]
+    scenario = Scenario(mode, duration_ms(value) if mode == "by_duration" else
+                        None if isinstance(value, bool) else value)
+    scope = (Scope(all_topics=True) if line.get("all_topics") else
+             Scope(topics=((line["topic"],
+                            None if line.get("queue_id") is None else (line["queue_id"],)),)))
+    plan = led.reset(line["group"], scenario, scope=scope,
+                     backward_only=bool(line.get("backward_only")))
+    if line["execute"]:
+        plan.execute()
+    # an empty plan executes nothing (as `apply` answers it: executed false)
+    return {"executed": line["execute"] and bool(plan.items), "plan": plan.rows(),
+            "messages_replayed": plan.messages_replayed,
+            "messages_skipped": plan.messages_skipped}
 
 
-def state_offsets(state: State) -> list[tuple]:
-    return sorted(
-        (*k, p.committed, p.pulled, p.generation, p.pending)
-        for k, p in state.positions.items()
-        if p.committed is not None or p.pulled is not None or p.pending)
+def _without_seq(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "seq"} for r in results]
 
 
-def run_stream(led: Ledger, clock: FakeClock, stream) -> list[int]:
-    times = []
-    for cmd, step in stream:
-        clock.advance(step)
-        list(led.apply([cmd]))
-        times.append(clock.now)
-    return times
-
-
-@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(stream=streams, data=st.data())
-def test_view_rebuild_state_at_and_reopen_agree_with_replay(tmp_path_factory, stream, data):
+@property_settings()
+# few keys (2 groups x 2 queues), so that lines meet on them: broadcast clients, resets and
+# deletes racing commits, truncations behind offsets
+@given(lines=streams(max_size=80, groups=("g1", "g2"), topics=("t",)),
+       batch=st.sampled_from([3, 16, 4096]),
+       data=st.data())
+def test_every_path_agrees_with_the_reference_model(tmp_path_factory, lines, batch, data):
+    model, want = model_run(lines, clock_ms=T0, offsets_retention_ms=OFFSETS_RETENTION_MS)
+    stamps = sorted({line["ts"] for line in lines})
+    times = sorted({T0 - 1, stamps[-1], stamps[-1] + 200_000,
+                    *data.draw(st.lists(st.sampled_from(stamps), max_size=3), label="times")})
     root = tmp_path_factory.mktemp("prop")
+    settings = {"offsets_retention_ms": OFFSETS_RETENTION_MS, "durability": "none", "fs": NoSyncFS()}
+
+    # apply of dicts (the NDJSON path), in batches of `batch` lines
+    # (small segments and checkpoint intervals: state-at and the rebuild read across them)
+    with Ledger.open(root / "dicts", clock=FakeClock(), apply_batch_commands=batch,
+                     segment_events_max=7, checkpoint_interval_events=11, **settings) as led:
+        assert_results(list(led.apply(lines)), want, lines, "dicts")
+        assert_ledger_agrees(led, model, times, "dicts")
+        led.rebuild()  # from the newest checkpoint plus the log
+        assert_view(view_tables(lambda sql: rows(led.sql(sql))), model, "rebuild")
+    with Ledger.open(root / "dicts", clock=FakeClock(), fs=NoSyncFS()) as led:
+        assert_ledger_agrees(led, model, times, "reopen")
+
+    # apply of an Arrow table: the column-wise fold
+    table = pa.Table.from_pylist(lines, schema=LINE_SCHEMA)
+    with Ledger.open(root / "table", clock=FakeClock(), apply_column_batch_commands=batch,
+                     **settings) as led:
+        assert_results(list(led.apply(table)), want, lines, "table")
+        assert_ledger_agrees(led, model, times, "table")
+
+    # the typed methods, the clock set to each line's ts
     clock = FakeClock()
-    with Ledger.open(root, clock=clock, segment_events_max=7) as led:
-        times = run_stream(led, clock, stream)
-        replayed = replay(led)
-        # (a) the incremental view equals a pure replay of the log
-        assert view_offsets(led) == state_offsets(replayed)
-        assert snapshot_rows(led.state, clock.now) == snapshot_rows(replayed, clock.now)
-        # (c) state_at(T) equals the replay of the log prefix up to T
-        t = data.draw(st.sampled_from([T0 - 1, *times]))
-        seq_to = _first_seq_after(led, t)
-        expected = snapshot_rows(replay(led, seq_to), t)
-        got = [tuple(r.values()) for r in led.state_at(ts=t).to_pylist()]
-        assert got == expected
-        before = view_offsets(led)
-        # (b) rebuild from checkpoint + log equals the incremental view
-        led.rebuild()
-        assert view_offsets(led) == before
-    # (d) after close and reopen everything is the same
-    with Ledger.open(root, clock=clock) as led:
-        assert view_offsets(led) == before
-        assert snapshot_rows(led.state, clock.now) == snapshot_rows(replayed, clock.now)
-
-
-def _first_seq_after(led: Ledger, ts: int) -> int:
-    data = led.log.read(columns=["seq", "ts"]).to_pydict()
-    for s, t in zip(data["seq"], data["ts"], strict=True):
-        if t > ts:
-            return s
-    return led.log.next_seq
+    with Ledger.open(root / "typed", clock=clock, **settings) as led:
+        got = []
+        for line in lines:
+            clock.now = line["ts"]
+            got.append(typed_call(led, line))
+        assert_results(got, _without_seq(want), lines, "typed")
+        assert_events(led.log.read(), model, "typed")
+        assert rows(led.state_at(ts=times[-1])) == model.state_at(times[-1])
 
 
 def test_schema_has_every_design_column():

@@ -5,56 +5,33 @@ seq, per group, through the Python fold and through the SQL over the fetched row
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import ledger.state_at as state_at_mod
 import ledger.timeline as timeline
 import ledger.writer as writer_mod
 from ledger import Ledger
-from ledger.state import State, snapshot_rows
 from ledger.timeline import state_at_sql
 from ledger.view import arrow_result, segments_source
-from tests.conftest import T0, FakeClock
-from tests.ledger.test_properties import run_stream
-
-GROUPS = ("g1", "g2", "g3")
-TOPICS = ("t", "u")
-QUEUES = (0, 1)
-CLIENTS = ("c1", "c2", "c3")
-
-key = st.tuples(st.sampled_from(GROUPS), st.sampled_from(TOPICS), st.sampled_from(QUEUES))
-step_ms = st.sampled_from([0, 0, 1, 500, 1_500, 60_000, 130_000])
-
-command = st.one_of(
-    st.builds(lambda t, q, n: {"op": "queue_append", "topic": t, "queue_id": q, "count": n},
-              st.sampled_from(TOPICS), st.sampled_from(QUEUES), st.integers(1, 60)),
-    st.builds(lambda t, q, m: {"op": "queue_truncate", "topic": t, "queue_id": q,
-                               "min_offset": m},
-              st.sampled_from(TOPICS), st.sampled_from(QUEUES), st.integers(0, 120)),
-    st.builds(lambda k, c, m: {"op": "pull", "group": k[0], "topic": k[1], "queue_id": k[2],
-                               "client": c, "max": m},
-              key, st.sampled_from(CLIENTS), st.integers(1, 40)),
-    st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": k[1], "queue_id": k[2],
-                               "client": c, "offset": o},
-              key, st.sampled_from((*CLIENTS, None)), st.integers(0, 200)),
-    st.builds(lambda g, t, s: {"op": "reset", "group": g, "topic": t, "execute": True, **s},
-              st.sampled_from(GROUPS), st.sampled_from(TOPICS),
-              st.sampled_from([{"to_offset": 5}, {"to_earliest": True}, {"shift_by": -10},
-                               {"to_latest": True}])),
-    st.builds(lambda g, m, to: {"op": "group_set", "group": g, "mode": m, "client_timeout": to},
-              st.sampled_from(GROUPS), st.sampled_from(["clustering", "broadcast"]),
-              st.sampled_from([1_000, 2_000, 120_000])),
-    st.builds(lambda g: {"op": "group_delete", "group": g}, st.sampled_from(GROUPS)),
+from tests.support.clock import T0, FakeClock
+from tests.support.faults import NoSyncFS
+from tests.support.oracle import model_run
+from tests.support.strategies import (
+    CLIENTS,
+    GROUPS,
+    OFFSETS_RETENTION_MS,
+    QUEUES,
+    TOPICS,
+    property_settings,
+    streams,
 )
-streams = st.lists(st.tuples(command, step_ms), min_size=1, max_size=80)
 
 
 def full_query(led: Ledger, *, ts: int | None = None, seq: int | None = None,
@@ -86,33 +63,34 @@ def brute_first_seq_after(led: Ledger, ts: int) -> int:
 
 
 
-@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "40")), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(stream=streams, segment=st.sampled_from([5, 9, 1000]))
-def test_state_at_equals_the_full_query(tmp_path_factory, monkeypatch, stream, segment):
+@property_settings(share=0.4)  # each example runs hundreds of state-at queries
+@given(lines=streams(max_size=20), segment=st.sampled_from([5, 9, 1000]))
+def test_state_at_equals_the_full_query(tmp_path_factory, monkeypatch, lines, segment):
     root = tmp_path_factory.mktemp("fast")
-    clock = FakeClock()
-    with Ledger.open(root, clock=clock, segment_events_max=segment,
-                     checkpoint_interval_events=7) as led:
-        times = run_stream(led, clock, stream)
+    model, _ = model_run(lines, clock_ms=T0, offsets_retention_ms=OFFSETS_RETENTION_MS)
+    with Ledger.open(root, clock=FakeClock(), segment_events_max=segment,
+                     checkpoint_interval_events=7, offsets_retention_ms=OFFSETS_RETENTION_MS,
+                     fs=NoSyncFS()) as led:
+        for line in lines:  # a batch per line: segments and checkpoints fall between any two
+            list(led.apply([line]))
         led.log.settle()  # list a segment still sealing in the background
-        points = sorted({T0 - 1, *times, *(t - 1 for t in times), clock.now + 1})
+        times = [line["ts"] for line in lines]
+        points = sorted({T0 - 1, *times, *(t - 1 for t in times), max(times) + 1})
         for t in points:
             want = full_query(led, ts=t)
             got = led.state_at(ts=t)
             assert got.schema == want.schema
             assert got.to_pylist() == want.to_pylist(), t
-            # and both are the fold's answer at the prefix
-            state = State()
-            state.apply_columns(
-                led.log.read(seq_gte=0, seq_lt=brute_first_seq_after(led, t)).to_pydict())
-            assert [tuple(r.values()) for r in got.to_pylist()] == snapshot_rows(state, t)
+            # and both are the reference model's answer
+            assert [tuple(r.values()) for r in got.to_pylist()] == model.state_at(t), t
         for s in range(0, led.log.next_seq + 2, 3):
             assert led.state_at(seq=s).to_pylist() == full_query(led, seq=s).to_pylist(), s
         for g in GROUPS:
             t = times[len(times) // 2]
             assert (led.state_at(ts=t, group=g).to_pylist()
                     == full_query(led, ts=t, group=g).to_pylist())
+            assert [tuple(r.values()) for r in led.state_at(ts=t, group=g).to_pylist()] == \
+                model.state_at(t, g)
         # the maybe-broadcast groups through STATE_AT_SQL over their fetched rows
         monkeypatch.setattr(timeline, "BROADCAST_PYTHON_ROWS_MAX", 0)
         for t in points[::3]:

@@ -10,22 +10,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from ledger import Ledger, LedgerError
 from storage import LockedError
-from tests.conftest import FakeClock
-from tests.reliability.helpers import Cli, G, T, assert_one_line_error
-from tests.tools.crash_harness import (
-    ROOT,
-    _cli_command,
-    build_stream,
-    replayed_view,
-    view_rows,
-)
+from tests.reliability.helpers import G, T
+from tests.support.cli import Cli, assert_one_line_error
+from tests.support.clock import FakeClock
+from tests.support.oracle import log_view, rows, view_tables
+from tests.tools.crash_harness import ROOT, _cli_command, build_stream
 
 HOLDER = (
     "import sys\n"
@@ -98,10 +93,11 @@ def test_a_lock_left_by_a_sigkilled_writer_is_released_by_the_kernel(tmp_path: P
 
 
 def check_snapshot(reader: Ledger, events: object, group: str) -> None:
-    """A reader's snapshot: dense seqs, its in-memory view a replay of them, answers sane."""
+    """A reader's snapshot: dense seqs, its in-memory view the reference model's fold of them,
+    answers sane."""
     n = events.num_rows  # type: ignore[attr-defined]
     assert events.column("seq").to_pylist() == list(range(n))  # type: ignore[attr-defined]
-    assert view_rows(reader.view.con) == replayed_view(events)
+    assert view_tables(lambda sql: rows(reader.sql(sql))) == log_view(events)
     progress = reader.progress(group)
     assert all(p["committed_offset"] <= p["max_offset"] for p in progress)
 
@@ -121,8 +117,19 @@ def test_reads_during_a_long_apply_answer_from_a_consistent_prefix(tmp_path: Pat
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, cwd=str(ROOT))
     acks: list[dict] = []
-    collector = threading.Thread(
-        target=lambda: acks.extend(json.loads(x) for x in apply.stdout), daemon=True)  # type: ignore[union-attr]
+    acked = threading.Condition()  # notified on every acknowledgement, and when stdout ends
+    ended = []
+
+    def collect() -> None:
+        for x in apply.stdout:  # type: ignore[union-attr]
+            with acked:
+                acks.append(json.loads(x))
+                acked.notify_all()
+        with acked:
+            ended.append(True)
+            acked.notify_all()
+
+    collector = threading.Thread(target=collect, daemon=True)
     collector.start()
     snapshots = []
     chunks = 4
@@ -131,9 +138,12 @@ def test_reads_during_a_long_apply_answer_from_a_consistent_prefix(tmp_path: Pat
             sent = len(lines) * (part + 1) // chunks
             apply.stdin.write(b"".join(lines[len(lines) * part // chunks:sent]))  # type: ignore[union-attr]
             apply.stdin.flush()  # type: ignore[union-attr]
-            deadline = time.monotonic() + 60
-            while len(acks) < sent - batch and time.monotonic() < deadline:
-                time.sleep(0.02)
+            # every line but the last batch's acknowledged (that batch waits for more input);
+            # no time budget: a generous bound that fails loudly rather than reading early
+            with acked:
+                acked.wait_for(lambda sent=sent: len(acks) >= sent - batch or bool(ended), 600)
+                assert len(acks) >= sent - batch, (
+                    f"apply acknowledged {len(acks)} of {sent} lines (stdout ended: {ended})")
             assert apply.poll() is None
             acknowledged = max((a["seq"] + 1 for a in list(acks) if "seq" in a), default=0)
             with Ledger.open(root, readonly=True) as reader:
@@ -155,9 +165,10 @@ def test_reads_during_a_long_apply_answer_from_a_consistent_prefix(tmp_path: Pat
             assert apply.poll() is None  # the reads happened while the writer was running
     finally:
         apply.stdin.close()  # type: ignore[union-attr]
-        collector.join(timeout=300)
+        collector.join(timeout=600)
         err = apply.stderr.read()  # type: ignore[union-attr]
-        apply.wait(timeout=300)
+        apply.wait(timeout=600)
+    assert not collector.is_alive(), "apply's stdout did not end within 600 s"
     assert apply.returncode == 0, err
     assert len(acks) == len(lines)
     with Ledger.open(root) as led:

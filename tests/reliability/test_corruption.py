@@ -15,8 +15,9 @@ import pytest
 from ledger import Ledger
 from ledger.checkpoint import state_to_table
 from storage import CorruptManifestError, CorruptSegmentError, names
-from tests.conftest import FakeClock
-from tests.reliability.helpers import Cli, G, T, assert_one_line_error, build_history
+from tests.reliability.helpers import G, T, build_history
+from tests.support.cli import Cli, assert_one_line_error
+from tests.support.clock import FakeClock
 
 SEGMENT_EVENTS = 5
 

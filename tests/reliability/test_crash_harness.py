@@ -5,19 +5,25 @@ that the harness itself catches what it is there to catch."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
 
+from ledger import Ledger
 from tests.tools.crash_harness import (
     Config,
     HarnessFailure,
     Reference,
     RunResult,
     Stats,
+    build_stream,
     check_acks,
     check_log,
+    check_view_file,
+    reference_run,
     run,
 )
 
@@ -33,6 +39,7 @@ def test_25_sigkills_lose_no_acknowledged_event(tmp_path: Path) -> None:
     assert stats.commands_acknowledged > 1000 and stats.events_acknowledged > 1000
     assert stats.reader_checks == KILLS and stats.writer_checks >= KILLS // 2
     assert stats.verify_runs >= KILLS // 2
+    assert stats.view_file_checks == KILLS  # the view file as each kill left it
     assert {"time", "targeted"} <= set(stats.kills_by_mode)
 
 
@@ -82,3 +89,25 @@ def test_the_harness_checks_each_acknowledgement_against_the_reference() -> None
     with pytest.raises(HarnessFailure, match="whose offset is 9, not 1"):
         check_acks(RunResult("time", 1, 1, [{"line": 1, **ref.results[1]}], True, -9, "", None,
                              None), ref, "mismatch")
+
+
+def test_the_harness_checks_the_view_file_as_a_kill_left_it(tmp_path: Path) -> None:
+    """A view at the log end passes; a view past the log end, or whose rows are not the
+    model's state at its position, fails, before any writer could rebuild it."""
+    lines = build_stream(400, seed=3)
+    ref = reference_run(lines)
+    data = tmp_path / "data"
+    with Ledger.open(data) as led:
+        assert sum(1 for _ in led.apply(json.loads(x) for x in lines)) == len(lines)
+        end = led.log.next_seq
+    assert end == ref.cum[-1]
+    stats = Stats()
+    check_view_file(data, ref, end, stats, "ok")
+    assert stats.view_file_checks == 1
+    with pytest.raises(HarnessFailure, match="past the log end"):
+        check_view_file(data, ref, end - 1, stats, "short log")
+    with duckdb.connect(str(data / "view.duckdb")) as con:
+        con.execute("UPDATE offsets SET committed_offset = committed_offset + 1 "
+                    "WHERE rowid = (SELECT min(rowid) FROM offsets)")
+    with pytest.raises(HarnessFailure, match="view table offsets differs from the reference"):
+        check_view_file(data, ref, end, stats, "changed row")

@@ -14,20 +14,15 @@ import pytest
 from ledger import Ledger, LedgerUnusable
 from storage import LogFailedError, StorageError, WriteFailedError
 from storage.fs import FileSystem, OsFileHandle
-from tests.conftest import FakeClock
-from tests.reliability.helpers import (
-    FAULTS,
-    Cli,
-    FaultFS,
-    G,
-    T,
-    assert_one_line_error,
-    assert_view_is_a_replay,
-    build_history,
-)
+from tests.reliability.helpers import G, T, assert_view_is_a_replay, build_history
+from tests.support.cli import Cli, assert_one_line_error
+from tests.support.clock import FakeClock
+from tests.support.faults import FaultyFS, injected
+
+FAULTS = {"enospc": errno.ENOSPC, "eio": errno.EIO}
 
 
-def _open(root: Path, fs: FaultFS, clock: FakeClock, **settings: object) -> Ledger:
+def _open(root: Path, fs: FaultyFS, clock: FakeClock, **settings: object) -> Ledger:
     return Ledger.open(root, fs=fs, clock=clock, **settings)
 
 
@@ -42,17 +37,17 @@ def _verify_ok(root: Path) -> None:
 def test_a_failed_write_is_undone_reported_in_one_line_and_the_ledger_recovers(
     tmp_path: Path, clock: FakeClock, fault: str,
 ) -> None:
-    root, fs = tmp_path / "data", FaultFS()
+    root, fs = tmp_path / "data", FaultyFS()
     led = _open(root, fs, clock)
     build_history(led)
     acknowledged = led.log.read()
-    fs.write_fault = fault
+    fs.fail_writes(FAULTS[fault])  # ENOSPC writes half of it first
     with pytest.raises(WriteFailedError) as raised:
         led.commit(G, T, 0, 50, client="c1")
     message = str(raised.value)
     assert "\n" not in message and "undone" in message
-    assert FAULTS[fault]().strerror in message
-    assert isinstance(raised.value, StorageError) and raised.value.errno == FAULTS[fault]().errno
+    assert injected(FAULTS[fault]).strerror in message
+    assert isinstance(raised.value, StorageError) and raised.value.errno == FAULTS[fault]
     # The in-memory state already moved: the ledger refuses until reopened, even if the disk
     # recovers, rather than acknowledging on top of a state the log does not hold.
     fs.clear()
@@ -71,11 +66,11 @@ def test_a_failed_write_is_undone_reported_in_one_line_and_the_ledger_recovers(
 def test_an_fsync_failure_refuses_writes_until_reopened_and_reopening_reads_the_disk(
     tmp_path: Path, clock: FakeClock,
 ) -> None:
-    root, fs = tmp_path / "data", FaultFS()
+    root, fs = tmp_path / "data", FaultyFS()
     led = _open(root, fs, clock)
     build_history(led)
     acknowledged = led.log.read()
-    fs.fsync_fault, fs.only = True, ".wal"
+    fs.only, fs.fsync_fail_after = ".wal", fs.fsyncs  # every fsync of the WAL from now on
     with pytest.raises(LogFailedError, match="fsync of .*00000000000000000000.wal failed") as e:
         led.commit(G, T, 0, 50, client="c1")
     assert "\n" not in str(e.value)
@@ -101,12 +96,12 @@ def test_an_fsync_failure_refuses_writes_until_reopened_and_reopening_reads_the_
 def test_a_failed_rename_during_a_seal_keeps_the_wal_as_the_source_and_reports_it(
     tmp_path: Path, clock: FakeClock,
 ) -> None:
-    root, fs = tmp_path / "data", FaultFS()
+    root, fs = tmp_path / "data", FaultyFS()
     led = _open(root, fs, clock, segment_events_max=4)
     led.group_set(G, initial="earliest")
     led.queue_append(T, 0, 100)
     led.queue_append(T, 1, 100)
-    fs.rename_fault, fs.only = True, ".parquet.tmp"
+    fs.rename_fails, fs.only = 1_000, ".parquet.tmp"  # every seal's rename, until cleared
     # This append fills the segment: its rows are durable in the WAL, so it is acknowledged
     # although the seal after it failed...
     led.queue_append(T, 2, 100)
@@ -128,7 +123,7 @@ def test_a_failed_rename_during_a_seal_keeps_the_wal_as_the_source_and_reports_i
 
 
 def test_short_writes_are_completed_and_nothing_is_torn(tmp_path: Path, clock: FakeClock) -> None:
-    root, fs = tmp_path / "data", FaultFS()
+    root, fs = tmp_path / "data", FaultyFS()
     fs.short_writes = True
     with _open(root, fs, clock, segment_events_max=5) as led:
         seqs = build_history(led, queues=3, rounds=4)
@@ -146,8 +141,8 @@ def _raise(fault: Callable[[], OSError]):  # noqa: ANN202 - a stand-in for any f
 
 
 @pytest.mark.parametrize(("target", "fault", "fragment"), [
-    ((OsFileHandle, "write"), FAULTS["enospc"], "No space left on device"),
-    ((OsFileHandle, "write"), FAULTS["eio"], "Input/output error"),
+    ((OsFileHandle, "write"), lambda: injected(errno.ENOSPC), "No space left on device"),
+    ((OsFileHandle, "write"), lambda: injected(errno.EIO), "Input/output error"),
     ((OsFileHandle, "fsync"), lambda: OSError(errno.EIO, "Input/output error"), "fsync of"),
 ])
 def test_the_cli_reports_a_disk_fault_in_one_line_exit_2_and_keeps_what_it_acknowledged(
@@ -185,13 +180,13 @@ def test_apply_hit_by_a_full_disk_keeps_every_printed_result(
     def write_then_fill_up(self: OsFileHandle, data: object) -> int:
         calls["n"] += 1
         if calls["n"] > 20:
-            raise FAULTS["enospc"]()
+            raise injected(errno.ENOSPC)
         return original(self, data)
 
     monkeypatch.setattr(OsFileHandle, "write", write_then_fill_up)
     r = Cli(root)("apply", "-", "--json", input="".join(json.dumps(x) + "\n" for x in lines))
     monkeypatch.undo()
-    assert_one_line_error(r, 2, "No space left on device")
+    assert_one_line_error(r, 2, "No space left on device", stdout=True)
     printed = [json.loads(x) for x in r.stdout.splitlines()]
     assert 0 < len(printed) < len(lines)
     events = assert_view_is_a_replay(root)

@@ -19,7 +19,8 @@ from ledger import Ledger
 from ledger.events import EVENT_SCHEMA
 from ledger.limits import NAME_PATTERN, QUEUE_ID_MAX
 from storage import SegmentedLog
-from tests.reliability.helpers import Cli, assert_view_is_a_replay
+from tests.reliability.helpers import assert_view_is_a_replay
+from tests.support.cli import Cli
 from tests.tools.crash_harness import KIND_OF_OP, ROOT, _cli_command
 
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
@@ -104,11 +105,6 @@ def apply_line(draw: st.DrawFn) -> bytes:
     return json.dumps(draw(plausible_command())).encode()  # NaN/Infinity stay invalid JSON
 
 
-@pytest.fixture(scope="module")
-def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fuzz") / "data"
-
-
 def _check_log(root: Path, *, view: bool = True) -> Any:
     """The log's invariants; with `view`, also that the DuckDB view equals a replay of it."""
     if view:
@@ -130,9 +126,21 @@ def _check_log(root: Path, *, view: bool = True) -> Any:
     return events
 
 
-@FUZZ
-@given(lines=st.lists(apply_line(), min_size=1, max_size=8))
-def test_every_apply_line_gets_a_result_or_an_error(fuzzed: Path, lines: list[bytes]) -> None:
+def test_every_apply_line_gets_a_result_or_an_error(tmp_path: Path) -> None:
+    """Every example applies to one ledger, so later lines meet what earlier ones wrote; after
+    the last one the log still replays into its view."""
+    fuzzed = tmp_path / "data"
+
+    @FUZZ
+    @given(lines=st.lists(apply_line(), min_size=1, max_size=8))
+    def apply_lines(lines: list[bytes]) -> None:
+        _apply_and_check(fuzzed, lines)
+
+    apply_lines()
+    _check_after_fuzzing(fuzzed)
+
+
+def _apply_and_check(fuzzed: Path, lines: list[bytes]) -> None:
     r = Cli(fuzzed)("apply", "-", "--json", input=b"\n".join(lines) + b"\n")
     results = [json.loads(x) for x in r.stdout.splitlines()]
     every_line_failed = all("error" in x for x in results)  # then exit 1, and stderr says so
@@ -232,22 +240,26 @@ def cli_args(draw: st.DrawFn) -> list[str]:
     return args
 
 
-@pytest.fixture(scope="module")
-def cli_fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("cli-fuzz") / "data"
-    with Ledger.open(root) as led:
+def test_every_cli_option_value_ends_in_a_result_or_one_error_line(tmp_path: Path) -> None:
+    """Every example runs on one small ledger (whatever earlier examples did to it); after the
+    last one its log still replays into its view."""
+    cli_fuzzed = tmp_path / "data"
+    with Ledger.open(cli_fuzzed) as led:
         led.queue_append("t1", 0, 100, store_ts=1_000_000)
         led.group_set("g1", initial="earliest")
         led.pull("g1", "t1", 0, client="c1")
         led.commit("g1", "t1", 0, 10, client="c1")
-    return root
+
+    @FUZZ
+    @given(args=cli_args())
+    def run_cli(args: list[str]) -> None:
+        _run_and_check(cli_fuzzed, args)
+
+    run_cli()
+    _check_after_fuzzing(cli_fuzzed)
 
 
-@FUZZ
-@given(args=cli_args())
-def test_every_cli_option_value_ends_in_a_result_or_one_error_line(
-    cli_fuzzed: Path, args: list[str],
-) -> None:
+def _run_and_check(cli_fuzzed: Path, args: list[str]) -> None:
     r = Cli(cli_fuzzed)(*args)
     assert r.exit_code in (0, 1, 2), (args, r.exit_code, r.stderr, r.exception)
     assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
@@ -257,13 +269,11 @@ def test_every_cli_option_value_ends_in_a_result_or_one_error_line(
         assert len(lines) == 1 and lines[0].startswith("Error: "), (args, r.stderr)
 
 
-def test_after_fuzzing_each_log_still_replays_into_its_view(fuzzed: Path, cli_fuzzed: Path) -> None:
-    """Runs after the two fuzz tests above (same module fixtures): nothing they did corrupted
-    the log, and the view is still a replay of it."""
-    for root in (fuzzed, cli_fuzzed):
-        if (root / "log").exists():
-            _check_log(root)
-            assert Cli(root)("verify").exit_code == 0
+def _check_after_fuzzing(root: Path) -> None:
+    """Nothing the fuzzing did corrupted the log, and the view is still a replay of it."""
+    assert (root / "log").exists(), "the fuzzing wrote nothing"
+    _check_log(root)
+    assert Cli(root)("verify").exit_code == 0
 
 
 @pytest.mark.parametrize(("args", "setup", "fragment"), [

@@ -8,37 +8,30 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from storage import OsFileSystem
-from storage.fs import FileHandle
-from tests.conftest import FakeClock
-from tests.reliability.helpers import Cli, assert_view_is_a_replay
+from tests.reliability.helpers import assert_view_is_a_replay
+from tests.support.cli import Cli
+from tests.support.clock import FakeClock
+from tests.support.faults import Crash, FaultyFS
 from tests.tools.crash_harness import decoded_commands
 
 T0 = 1_700_000_000_000
 
 
-class Crash(BaseException):
-    """The process dies here (BaseException: no `except Exception` path runs)."""
-
-
-class CrashOnSeal(OsFileSystem):
-    armed = False
-
-    def open_write(self, path: Path) -> FileHandle:
-        if self.armed and path.name.endswith(".parquet.tmp"):
-            raise Crash(path)
-        return super().open_write(path)
+def _crash_on_seal(op: str, path: Path) -> None:
+    """The process dies as it starts writing a segment's Parquet file."""
+    if op == "open_write" and path.name.endswith(".parquet.tmp"):
+        raise Crash(path)
 
 
 def test_a_crash_in_the_seal_after_an_append_never_leaves_half_a_command(tmp_path: Path) -> None:
     """A first pull writes two events (initial, pull). The log used to split an append at the
     segment limit into frames with a seal between them, so a crash in that seal left `initial`
     without its `pull`: half of an unacknowledged command in the audit log."""
-    root, fs = tmp_path / "data", CrashOnSeal()
+    root, fs = tmp_path / "data", FaultyFS()
     led = Ledger.open(root, fs=fs, segment_events_max=3, clock=FakeClock(T0))
     led.queue_append("t", 0, 100)
     led.group_set("g", initial="earliest")
-    fs.armed = True
+    fs.on_step = _crash_on_seal
     with pytest.raises(Crash):
         list(led.apply([{"op": "pull", "group": "g", "topic": "t", "queue_id": 0,
                          "client": "c1", "ts": T0 + 1}]))

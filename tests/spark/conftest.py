@@ -23,7 +23,7 @@ from ledger.writer import log_settings
 from storage import OsFileSystem, SegmentedLog
 from storage import manifest as manifest_io
 from storage.names import log_dir
-from tests.conftest import T0, FakeClock
+from tests.support.clock import T0, FakeClock
 
 GROUPS = ("g1", "g2", "gb")  # gb is a broadcast group
 TOPICS = ("t1", "t2")
@@ -173,5 +173,4 @@ def rewrite_segment(root: Path, index: int, change) -> pa.Table:
     return original
 
 
-__all__ = ["T0", "FakeClock", "append_raw", "random_ledger", "rewrite_segment",
-           "workload_ledger"]
+__all__ = ["append_raw", "random_ledger", "rewrite_segment", "workload_ledger"]

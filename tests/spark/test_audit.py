@@ -22,7 +22,8 @@ from spark_compaction import audit
 from spark_compaction.auditor import prepare_views
 from spark_compaction.lag import lag_series
 from spark_compaction.session import snapshot
-from tests.spark.conftest import FakeClock, append_raw, rewrite_segment
+from tests.spark.conftest import append_raw, rewrite_segment
+from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.spark
 

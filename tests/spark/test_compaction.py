@@ -17,7 +17,7 @@ from spark_compaction.session import read_events
 from storage import LockedError, SegmentInfo
 from storage.names import LOG_DIR, MANIFEST_FILE
 from tests.spark.conftest import random_ledger, workload_ledger
-from tests.storage.storage_helpers import Crash, FaultyFS
+from tests.support.faults import Crash, FaultyFS
 
 pytestmark = pytest.mark.spark
 

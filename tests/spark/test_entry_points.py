@@ -15,7 +15,8 @@ from cli import invoke
 from ledger import Ledger
 from ledger.errors import InvalidInput
 from spark_compaction import auditor, compact
-from tests.spark.conftest import FakeClock, random_ledger
+from tests.spark.conftest import random_ledger
+from tests.support.clock import FakeClock
 
 KEY = ("consumer_group", "topic", "queue_id")
 

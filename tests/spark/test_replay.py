@@ -10,7 +10,8 @@ import pytest
 from cli import invoke
 from ledger import HistoryUnavailable, Ledger
 from spark_compaction import compact, replay
-from tests.spark.conftest import T0, FakeClock, random_ledger
+from tests.spark.conftest import random_ledger
+from tests.support.clock import T0, FakeClock
 
 pytestmark = pytest.mark.spark
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from storage import LogSettings, names
-from tests.storage.storage_helpers import Clock, FaultyFS, make_rows, open_log
+from tests.storage.storage_helpers import make_rows, open_log
+from tests.support.clock import FakeClock
+from tests.support.faults import FaultyFS
 
 
 def _fsyncs(fs: FaultyFS, since: int) -> list[str]:
@@ -38,7 +40,7 @@ def test_a_large_append_is_one_frame_sealed_into_full_segments_and_the_rest_carr
 
 
 def test_a_segment_rolls_by_age_on_the_injected_clock(tmp_path: Path) -> None:
-    clock = Clock(50_000)
+    clock = FakeClock(50_000)
     log = open_log(tmp_path, LogSettings(segment_age_ms_max=1000,
                                          batch_fsync_interval_ms=10), clock=clock)
     assert log.append(make_rows(2, ts=10)).sealed == ()  # old ts do not age a new segment
@@ -67,7 +69,7 @@ def test_a_segment_rolls_once_its_wal_reaches_the_byte_limit(tmp_path: Path) -> 
 def test_durability_batch_fsyncs_by_events_or_interval_and_none_only_on_request(
     tmp_path: Path,
 ) -> None:
-    clock = Clock(1000)
+    clock = FakeClock(1000)
     fs = FaultyFS()
     settings = LogSettings(durability="batch", batch_fsync_events=10,
                            batch_fsync_interval_ms=100)

@@ -5,6 +5,7 @@ failed fsync at any step loses nothing acknowledged."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 import threading
@@ -15,8 +16,9 @@ import pytest
 
 from storage import LogSettings, SegmentedLog, SettingsError, names
 from storage.errors import LogFailedError
-from tests.storage.storage_helpers import FaultyFS, concat, make_rows, open_log, with_seqs
+from tests.storage.storage_helpers import concat, make_rows, open_log, with_seqs
 from tests.storage.test_recovery import _appended, _run_until_done
+from tests.support.faults import FaultyFS
 
 BACKGROUND = LogSettings(segment_events_max=10, seal_in_background=True)
 
@@ -122,7 +124,8 @@ def test_a_failed_sealer_write_is_logged_and_retried_by_the_next_change(
     log = open_log(tmp_path, BACKGROUND, fs=fs)
     def full_disk_for_the_sealer(op: str, path: Path) -> None:
         if op == "open_write" and path.name.endswith(".parquet" + names.TMP_SUFFIX):
-            fs.enospc_writes, fs.on_step = 1, None  # its Parquet write hits a full disk, once
+            fs.fail_writes(errno.ENOSPC)  # its Parquet write hits a full disk, once
+            fs.on_step = None
 
     fs.on_step = full_disk_for_the_sealer
     first, _ = _append(log, 12)

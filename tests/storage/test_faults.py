@@ -3,13 +3,15 @@ retried fsync over possibly lost pages); ENOSPC and short writes leave no torn f
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from storage import LogFailedError, LogSettings, SchemaError, StorageError
-from tests.storage.storage_helpers import FaultyFS, concat, make_rows, open_log, with_seqs
+from tests.storage.storage_helpers import concat, make_rows, open_log, with_seqs
+from tests.support.faults import FaultyFS
 
 
 def test_an_fsync_failure_fails_the_append_and_every_later_change(tmp_path: Path) -> None:
@@ -63,7 +65,7 @@ def test_enospc_mid_frame_is_undone_and_the_log_stays_usable(tmp_path: Path) -> 
     log = open_log(tmp_path, fs=fs)
     first = make_rows(3)
     log.append(first)
-    fs.enospc_writes = 1
+    fs.fail_writes(errno.ENOSPC)
     with pytest.raises(OSError, match="No space"):
         log.append(make_rows(5, salt=100))
     assert log.next_seq == 3 and not log.failed
@@ -94,7 +96,7 @@ def test_a_failed_rename_during_a_seal_keeps_the_wal_as_the_source(tmp_path: Pat
     made = make_rows(4)
     log.append(made)
     fs.rename_fails = 1
-    with pytest.raises(OSError, match="rename failed"):
+    with pytest.raises(OSError, match="injected rename"):
         log.roll()
     assert not log.failed and log.segments() == [] and log.tail().num_rows == 4
     info = log.roll()

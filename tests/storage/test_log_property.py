@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import LogSettings
-from tests.storage.storage_helpers import SCHEMA, Clock, NoSyncFS, concat, make_rows, open_log, with_seqs
+from tests.storage.storage_helpers import SCHEMA, concat, make_rows, open_log, with_seqs
+from tests.support.clock import FakeClock
+from tests.support.faults import NoSyncFS
 
 operation = st.one_of(
     st.tuples(st.just("append"), st.sampled_from([0, 1, 1, 2, 3, 5, 8, 13, 21])),
@@ -77,7 +79,7 @@ def test_log_returns_exactly_what_was_appended(
         batch_fsync_events=4,
         row_group_events=3,
     )
-    clock = Clock(10_000)
+    clock = FakeClock(10_000)
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
         fs = NoSyncFS()  # fsync calls are made, but a busy disk must not slow the property
@@ -86,7 +88,7 @@ def test_log_returns_exactly_what_was_appended(
         try:
             for op, size in ops:
                 if op == "append":
-                    batch = make_rows(size, ts=clock.now_ms, salt=log.next_seq)
+                    batch = make_rows(size, ts=clock.now, salt=log.next_seq)
                     result = log.append(batch)
                     assert result.first_seq == sum(t.num_rows for t in expected)
                     assert result.end_seq == result.first_seq + size

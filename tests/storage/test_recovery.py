@@ -16,18 +16,9 @@ import pytest
 from storage import CorruptSegmentError, LogSettings, SegmentedLog, names
 from storage.active import ActiveSegment
 from storage.frames import frame_bytes
-from tests.storage.storage_helpers import (
-    SCHEMA,
-    Clock,
-    Crash,
-    FaultyFS,
-    NoSyncFS,
-    assert_no_orphans,
-    concat,
-    make_rows,
-    open_log,
-    with_seqs,
-)
+from tests.storage.storage_helpers import SCHEMA, assert_no_orphans, concat, make_rows, open_log, with_seqs
+from tests.support.clock import FakeClock
+from tests.support.faults import Crash, FaultyFS, NoSyncFS
 
 SIZES = (1, 4, 2)
 
@@ -295,7 +286,7 @@ def test_a_missing_manifest_with_segments_present_is_refused(tmp_path: Path) -> 
 
 
 def test_every_acknowledged_append_survives_a_crash_without_close(tmp_path: Path) -> None:
-    log = SegmentedLog.open(tmp_path, SCHEMA, LogSettings(segment_events_max=4), clock=Clock())
+    log = SegmentedLog.open(tmp_path, SCHEMA, LogSettings(segment_events_max=4), clock=FakeClock())
     tables = _appended(log, (3, 3, 3))
     log._abandon()
     with open_log(tmp_path, LogSettings(segment_events_max=4)) as reopened:

@@ -11,15 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from storage import LogSettings, SchemaError, StorageError, names
-from tests.storage.storage_helpers import (
-    SCHEMA,
-    FaultyFS,
-    assert_no_orphans,
-    concat,
-    make_rows,
-    open_log,
-    with_seqs,
-)
+from tests.storage.storage_helpers import SCHEMA, assert_no_orphans, concat, make_rows, open_log, with_seqs
+from tests.support.faults import FaultyFS
 
 SETTINGS = LogSettings(segment_events_max=10)
 

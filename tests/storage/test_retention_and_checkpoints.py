@@ -9,12 +9,13 @@ import pyarrow as pa
 import pytest
 
 from storage import LogRangeError, LogSettings, StorageError, names
-from tests.storage.storage_helpers import Clock, assert_no_orphans, concat, make_rows, open_log, with_seqs
+from tests.storage.storage_helpers import assert_no_orphans, concat, make_rows, open_log, with_seqs
+from tests.support.clock import FakeClock
 
 SETTINGS = LogSettings(segment_events_max=10, segment_age_ms_max=10**9)
 
 
-def _ten_segments(root: Path, clock: Clock):
+def _ten_segments(root: Path, clock: FakeClock):
     log = open_log(root, SETTINGS, clock=clock)
     tables = []
     for i in range(10):  # segment i holds ts 1000*i .. 1000*i + 9
@@ -25,7 +26,7 @@ def _ten_segments(root: Path, clock: Clock):
 
 
 def test_retention_deletes_only_covered_old_segments_and_moves_the_start(tmp_path: Path) -> None:
-    clock = Clock(100_000)
+    clock = FakeClock(100_000)
     log, expected = _ten_segments(tmp_path, clock)
     for seq in (0, 20, 35, 60):
         log.write_checkpoint(seq, pa.table({"seq_at": [seq]}))
@@ -45,7 +46,7 @@ def test_retention_deletes_only_covered_old_segments_and_moves_the_start(tmp_pat
 
 
 def test_reading_before_the_start_names_the_earliest_seq_and_ts(tmp_path: Path) -> None:
-    clock = Clock(100_000)
+    clock = FakeClock(100_000)
     log, _ = _ten_segments(tmp_path, clock)
     log.retain(covered_seq=30, age_ms_max=0)
     for bounds in ({"seq_gte": 0}, {"seq_gte": 29}, {"seq_lt": 30}, {"ts_gte": 2009},
@@ -60,7 +61,7 @@ def test_reading_before_the_start_names_the_earliest_seq_and_ts(tmp_path: Path) 
 
 
 def test_retention_by_bytes_keeps_the_newest_within_the_limit(tmp_path: Path) -> None:
-    log, _ = _ten_segments(tmp_path, Clock(100_000))
+    log, _ = _ten_segments(tmp_path, FakeClock(100_000))
     sizes = [s.bytes for s in log.segments()]
     wal_bytes = (tmp_path / "log" / names.wal_name(100)).stat().st_size
     # the limit counts sealed segments and the active one, as Kafka's retention.bytes
@@ -74,7 +75,7 @@ def test_retention_by_bytes_keeps_the_newest_within_the_limit(tmp_path: Path) ->
 
 
 def test_retention_never_passes_covered_seq_or_touches_the_tail(tmp_path: Path) -> None:
-    log, _ = _ten_segments(tmp_path, Clock(100_000))
+    log, _ = _ten_segments(tmp_path, FakeClock(100_000))
     assert log.retain(covered_seq=9, age_ms_max=0).deleted == ()
     result = log.retain(covered_seq=10**6, bytes_max=0)
     assert len(result.deleted) == 10 and log.start_seq == 100

@@ -7,8 +7,9 @@ is lost, nothing is invented or reordered, and the DuckDB view equals a replay o
 How (TigerBeetle's VOPR in miniature, with real processes and a real disk):
 - A seeded command stream from `bench.workload.generate` (every line carries `ts`, so the ledger
   clock is deterministic), with executed resets (shift-by, to-datetime), retention truncations,
-  dry runs and malformed lines mixed in, is replayed once into a fresh in-process ledger whose
-  clock reads 0: the reference events, results and events-per-command.
+  dry runs and malformed lines mixed in, is run once through the reference model of DESIGN.md's
+  rules (tests/support/reference.py, which shares no code with the ledger): the reference
+  results, events (every column but `detail`) and events-per-command.
 - A child runs `offset-ledger apply CHUNK --json` on the next chunk of the stream (durability
   `always`, small `--segment-events`, so rolls, seals and checkpoints happen every few hundred
   events) and is killed with SIGKILL: after a random delay from its first acknowledgement
@@ -18,10 +19,14 @@ How (TigerBeetle's VOPR in miniature, with real processes and a real disk):
   Now and then a compaction swap runs instead (pyarrow merges the oldest segments, rows ordered
   by key, and `SegmentedLog.replace` swaps them in: the path the Spark job commits through,
   without a JVM start per kill), killed at one of its storage steps ("swap").
-- After every kill: a read-only snapshot must hold every acknowledged event; the log must be a
-  prefix of the reference events (same rows, all columns) ending on a command boundary; every
-  other kill the harness also opens it as the writer (recovery), compares the DuckDB view with a
-  fold of the whole log and runs `verify`; otherwise the next child recovers by itself.
+- After every kill, before anything repairs a file: the DuckDB view file as the kill left it
+  (opened read-only) may lag the log but never hold what the log does not: its position is at
+  most the log end, on a command boundary, and its tables are the model's state there. Then a
+  read-only snapshot must hold every acknowledged event; the log must be a prefix of the
+  reference events ending on a command boundary, and no event a check saw before may have
+  changed (`detail` included); every other kill the harness also opens it as the writer
+  (recovery), compares the recovered view with the model's state at the log end and runs
+  `verify`; otherwise the next child recovers by itself.
 - The stream continues from the log's end (the first command whose events are not durable:
   acknowledged ones always are; durable ones whose acknowledgement died with the process are
   counted, never sent twice). At the end of a round the rest runs unkilled and the log must equal
@@ -35,7 +40,6 @@ import bisect
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -51,6 +55,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from tests.support.oracle import agrees, comparable, rows, view_file, view_tables  # noqa: E402
+from tests.support.reference import EVENT_COLUMNS, ReferenceLedger  # noqa: E402
 
 SHAPE = {"groups": 12, "topics": 3, "queues": 4}
 EXTRA_EVERY = 300  # on average one extra line (reset, truncate, dry run, bad line) per N commands
@@ -135,13 +142,16 @@ def decoded_commands(lines: list[bytes]) -> Any:
 # ====================================================================== the reference
 @dataclass
 class Reference:
-    """What an uninterrupted run of the stream gives: results, events, events after each command."""
+    """What the rules say an uninterrupted run of the stream gives: results, events, events
+    after each command, and the model for the state at any log position."""
 
     lines: list[bytes]
     commands: list[Any]
-    results: list[dict[str, Any]]
+    results: list[dict[str, Any]]  # the model's (`comparable` form)
     cum: list[int]  # cum[i]: events of commands [0, i)
-    events: Any  # pa.Table
+    events: Any  # pa.Table of the model's events (the columns it decides)
+    model: ReferenceLedger | None = None
+    durable: Any = None  # the longest log a check read: durable events never change
 
     def boundary(self, end_seq: int) -> int | None:
         """Commands wholly in a log ending at `end_seq` (the first such count), or None if the
@@ -150,40 +160,33 @@ class Reference:
         return i if i < len(self.cum) and self.cum[i] == end_seq else None
 
 
-def reference_run(lines: list[bytes], root: Path) -> Reference:
-    from ledger import Ledger
+def reference_run(lines: list[bytes]) -> Reference:
+    """The stream through the reference model (clock 0: every line that writes carries `ts`)."""
+    import pyarrow as pa
 
-    with Ledger.open(root, clock=lambda: 0, durability="none",
-                     segment_events_max=10_000_000) as led:
-        results = [_without_line(r) for r in led.apply(decoded_commands(lines))]
-        events = led.log.read()
-    if len(results) != len(lines):
-        raise HarnessFailure(f"reference: {len(results)} results for {len(lines)} lines")
+    from ledger.events import EVENT_SCHEMA
+
+    model = ReferenceLedger()
+    commands = [_decode_or_none(raw) for raw in lines]
+    results = [model.apply(cmd, 0) for cmd in commands]
     cum = [0]
     for r in results:
         cum.append(r["seq"] + 1 if "seq" in r else cum[-1])
-    if cum[-1] != events.num_rows or any(b < a for a, b in zip(cum, cum[1:], strict=False)):
-        raise HarnessFailure("reference: the results' seqs do not account for the log's events")
-    commands = [_decode_or_none(raw) for raw in lines]
-    return Reference(lines, commands, results, cum, events)
+    if cum[-1] != len(model.events):
+        raise HarnessFailure("reference: the results' seqs do not account for the model's events")
+    schema = pa.schema([EVENT_SCHEMA.field(c) for c in EVENT_COLUMNS])
+    events = pa.Table.from_pylist([{c: e[c] for c in EVENT_COLUMNS} for e in model.events],
+                                  schema=schema)
+    return Reference(lines, commands, results, cum, events, model)
 
 
 def _decode_or_none(raw: bytes) -> Any:
+    """A line as `apply` reads it; None (not an object, as the model sees it) when it is not
+    JSON."""
     try:
         return json.loads(raw)
     except ValueError:
         return None
-
-
-_LINE_PREFIX = re.compile(r"^line \d+: ")
-
-
-def _without_line(result: dict[str, Any]) -> dict[str, Any]:
-    """A result minus its line number (chunks number their lines from 1)."""
-    out = {k: v for k, v in result.items() if k != "line"}
-    if isinstance(out.get("error"), str):
-        out["error"] = _LINE_PREFIX.sub("", out["error"])
-    return out
 
 
 KIND_OF_OP = {"commit": "commit", "pull": "pull", "queue_append": "queue_append",
@@ -337,6 +340,8 @@ class Stats:
     durable_unacknowledged_commands: int = 0
     writer_checks: int = 0
     reader_checks: int = 0
+    view_file_checks: int = 0
+    view_file_lag_events: int = 0  # the most a view file lagged the log after a kill
     verify_runs: int = 0
     seconds: float = 0.0
 
@@ -360,8 +365,9 @@ def _first_difference(got: Any, want: Any) -> str:
 
 
 def check_log(events: Any, ref: Reference, acked_upto: int, where: str, stats: Stats) -> int:
-    """The log is a prefix of the reference, holds every acknowledged command, ends on a command
-    boundary. Returns the number of commands wholly in it."""
+    """The log is a prefix of the reference model's events (in the columns the model decides),
+    holds every acknowledged command, ends on a command boundary, and no event an earlier check
+    read has changed (in any column). Returns the number of commands wholly in it."""
     n = events.num_rows
     want_acked = ref.cum[acked_upto]
     if n < want_acked:
@@ -372,15 +378,23 @@ def check_log(events: Any, ref: Reference, acked_upto: int, where: str, stats: S
     if n > ref.events.num_rows:
         stats.events_invented += n - ref.events.num_rows
         raise HarnessFailure(f"{where}: {n} events, the whole stream makes {ref.events.num_rows}")
-    if not events.equals(ref.events.slice(0, n)):
+    decided = events.select(ref.events.column_names)
+    if rows(decided) != rows(ref.events.slice(0, n)):
         raise HarnessFailure(f"{where}: the log is not a prefix of the reference events: "
-                             f"{_first_difference(events, ref.events.slice(0, n))}")
+                             f"{_first_difference(decided, ref.events.slice(0, n))}")
+    if ref.durable is not None:
+        seen = min(n, ref.durable.num_rows)
+        if not events.slice(0, seen).equals(ref.durable.slice(0, seen)):
+            raise HarnessFailure(f"{where}: a durable event changed since an earlier check: "
+                                 f"{_first_difference(events.slice(0, seen), ref.durable)}")
     boundary = ref.boundary(n)
     if boundary is None:
         i = bisect.bisect_left(ref.cum, n) - 1
         raise HarnessFailure(
             f"{where}: the log ends at seq {n}, inside the events of command {i} "
             f"({ref.lines[i][:120]!r}, events {ref.cum[i]}..{ref.cum[i + 1]}): a torn command")
+    if ref.durable is None or n > ref.durable.num_rows:
+        ref.durable = events
     return max(boundary, acked_upto)
 
 
@@ -391,8 +405,8 @@ def check_acks(run: RunResult, ref: Reference, where: str) -> int:
         index = run.start + i
         if ack.get("line") != i + 1:
             raise HarnessFailure(f"{where}: acknowledgement {i + 1} names line {ack.get('line')}")
-        got, want = _without_line(ack), ref.results[index]
-        if got != want:
+        got, want = comparable(ack), ref.results[index]
+        if not agrees(ack, want):
             raise HarnessFailure(f"{where}: command {index} ({ref.lines[index][:120]!r}) "
                                  f"acknowledged as {got}, the reference says {want}")
         if "seq" in got:
@@ -405,34 +419,37 @@ def check_acks(run: RunResult, ref: Reference, where: str) -> int:
     return run.start + len(run.acks)
 
 
-def view_rows(con: Any) -> dict[str, list[tuple]]:
-    tables = ("offsets", "client_offsets", "queues", "groups", "view_position")
-    return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}
-
-
-def replayed_view(events: Any) -> dict[str, list[tuple]]:
-    """The view a fold of the whole log gives (ledger.state.State from log.read())."""
-    from ledger.state import State
-    from ledger.view import View
-
-    state = State()
-    if events.num_rows:
-        state.apply_columns(events.to_pydict())
-    view = View.open(None)
-    try:
-        view.write_full(state, events.num_rows)
-        return view_rows(view.con)
-    finally:
-        view.close()
-
-
 def compare_views(got: dict[str, list[tuple]], want: dict[str, list[tuple]], where: str) -> None:
-    for table, rows in want.items():
-        if got[table] != rows:
-            extra = sorted(set(got[table]) - set(rows))[:3]
-            missing = sorted(set(rows) - set(got[table]))[:3]
-            raise HarnessFailure(f"{where}: view table {table} differs from a replay of the log: "
-                                 f"only in the view {extra}, only in the replay {missing}")
+    for table, expected in want.items():
+        if got[table] != expected:
+            extra = [r for r in got[table] if r not in expected][:3]
+            missing = [r for r in expected if r not in got[table]][:3]
+            raise HarnessFailure(f"{where}: view table {table} differs from the reference "
+                                 f"model's state: only in the view {extra}, only in the model "
+                                 f"{missing}")
+
+
+def check_view_file(data: Path, ref: Reference, log_end: int, stats: Stats, where: str) -> None:
+    """The view file as a kill left it, before anything opens it as a writer (which would
+    rebuild it): it may lag the log (it is flushed every few batches) but never hold what the
+    log does not. Its position is at most the log end and on a command boundary, and its
+    tables are the reference model's state at that position."""
+    found = view_file(data / "view.duckdb")
+    if found is None:
+        return
+    position, tables = found
+    if position is None:
+        position = 0  # never flushed: it must hold nothing
+    if position > log_end:
+        raise HarnessFailure(f"{where}: the view file is at seq {position}, past the log end "
+                             f"{log_end}: it holds what the log does not")
+    if ref.boundary(position) is None:
+        raise HarnessFailure(f"{where}: the view file is at seq {position}, inside a command")
+    assert ref.model is not None
+    compare_views(tables, ref.model.at_seq(position).view_rows(), f"{where} (view file at "
+                  f"seq {position} of {log_end})")
+    stats.view_file_checks += 1
+    stats.view_file_lag_events = max(stats.view_file_lag_events, log_end - position)
 
 
 def kill_moment(data: Path) -> list[str]:
@@ -474,7 +491,8 @@ def check_after_kill(data: Path, ref: Reference, acked_upto: int, *, writer: boo
 
     for moment in kill_moment(data):
         stats.kill_moments[moment] += 1
-    with Ledger.open(data, readonly=True) as reader:
+    with Ledger.open(data, readonly=True) as reader:  # a reader opens no view file
+        check_view_file(data, ref, reader.log.next_seq, stats, where)
         if reader.log.recovery.bytes_cut:
             stats.kill_moments["torn wal tail"] += 1
         if reader.log.tail().num_rows >= segment_events:
@@ -494,7 +512,9 @@ def check_writer(data: Path, ref: Reference, acked_upto: int, stats: Stats, wher
     with Ledger.open(data) as led:
         events = led.log.read()
         resume = check_log(events, ref, acked_upto, f"{where} (writer)", stats)
-        compare_views(view_rows(led.view.con), replayed_view(events), f"{where} (writer)")
+        assert ref.model is not None
+        compare_views(view_tables(lambda sql: rows(led.sql(sql))),
+                      ref.model.at_seq(events.num_rows).view_rows(), f"{where} (writer)")
         stats.writer_checks += 1
     problems = run_verify(data)
     stats.verify_runs += problems is not None
@@ -567,7 +587,7 @@ def _round(config: Config, stats: Stats, base: Path, rng: random.Random,
         shutil.rmtree(work)
     work.mkdir()
     lines = build_stream(config.commands_per_round, seed)
-    ref = reference_run(lines, work / "reference")
+    ref = reference_run(lines)
     data = work / "data"
     batch = rng.choice(BATCH_SIZES)
     _init(data, batch)
