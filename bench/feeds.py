@@ -13,7 +13,6 @@ Parquet twin (what `Ledger.apply_arrow` takes), a pure function of its size and 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -40,23 +39,16 @@ def ensure_feed(feed: str, n_commands: int, seed: int = 7,
     d = Path(data_dir) if data_dir is not None else workload.DATA_DIR
     d.mkdir(parents=True, exist_ok=True)
     stem = f"commits-n{n_commands}-s{seed}-v{COMMITS_VERSION}"
-    nd, pqt = d / f"{stem}.ndjson", d / f"{stem}.parquet"
-    if nd.exists() and pqt.exists():
-        return nd
+    return workload.publish_twins(d, stem, lambda nd, pqt: _write_commits(n_commands, seed,
+                                                                           nd, pqt))
+
+
+def _write_commits(n_commands: int, seed: int, nd: Path, pqt: Path) -> None:
     table = commits_table(n_commands, seed)
-    tmp_nd, tmp_pq = d / f".{stem}.ndjson.{os.getpid()}", d / f".{stem}.parquet.{os.getpid()}"
-    try:
-        pq.write_table(table, tmp_pq, compression="zstd")
-        with open(tmp_nd, "wb") as f:
-            for start in range(0, table.num_rows, 131_072):
-                f.write(_ndjson(table.slice(start, 131_072)))
-        os.replace(tmp_pq, pqt)
-        os.replace(tmp_nd, nd)
-    finally:
-        for p in (tmp_nd, tmp_pq):
-            if p.exists():
-                p.unlink()
-    return nd
+    pq.write_table(table, pqt, compression="zstd")
+    with open(nd, "wb") as f:
+        for start in range(0, table.num_rows, 131_072):
+            f.write(_ndjson(table.slice(start, 131_072)))
 
 
 def commits_table(n_commands: int, seed: int = 7,

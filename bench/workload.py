@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -736,13 +736,19 @@ def ensure_file(
     shape = Shape(groups, topics, queues)
     d = Path(data_dir) if data_dir is not None else DATA_DIR
     d.mkdir(parents=True, exist_ok=True)
-    stem = file_stem(n_commands, seed, shape)
+    return publish_twins(d, file_stem(n_commands, seed, shape),
+                         lambda nd, pqt: write_files(n_commands, seed, shape, nd, pqt))
+
+
+def publish_twins(d: Path, stem: str, write: Callable[[Path, Path], None]) -> Path:
+    """`d/stem.ndjson` and its Parquet twin, written once by `write(ndjson, parquet)` into
+    temporary names and renamed into place (a killed run leaves no half file to reuse)."""
     nd, pqt = d / f"{stem}.ndjson", d / f"{stem}.parquet"
     if nd.exists() and pqt.exists():
         return nd
     tmp_nd, tmp_pq = d / f".{stem}.ndjson.{os.getpid()}", d / f".{stem}.parquet.{os.getpid()}"
     try:
-        write_files(n_commands, seed, shape, tmp_nd, tmp_pq)
+        write(tmp_nd, tmp_pq)
         os.replace(tmp_pq, pqt)
         os.replace(tmp_nd, nd)
     finally:

@@ -53,6 +53,20 @@ def _same(tmp_path: Path, table: pa.Table, **kw: object) -> list:
     return by_column[0]
 
 
+def _count_folds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(lines folded column-wise, lines) of every run `columnar.fold_run` folds from now on."""
+    folded: list[tuple[int, int]] = []
+    real = columnar.fold_run
+
+    def counting(*args: object) -> object:
+        run = real(*args)
+        folded.append((run.vector_rows, len(run.results)))
+        return run
+
+    monkeypatch.setattr(columnar, "fold_run", counting)
+    return folded
+
+
 def _first_difference(a: pa.Table, b: pa.Table) -> str:
     rows_a, rows_b = a.to_pylist(), b.to_pylist()
     for i, (x, y) in enumerate(zip(rows_a, rows_b, strict=False)):
@@ -71,15 +85,7 @@ def test_generated_workload_folds_the_same_column_wise(tmp_path, seed, batch):
 
 def test_most_lines_fold_column_wise(tmp_path, monkeypatch):
     """Not a timing test: the vector path must actually take the common case."""
-    folded = []
-    real = columnar.fold_run
-
-    def counting(*args):
-        run = real(*args)
-        folded.append((run.vector_rows, len(run.results)))
-        return run
-
-    monkeypatch.setattr(columnar, "fold_run", counting)
+    folded = _count_folds(monkeypatch)
     table = commands_table(60_000, seed=4, groups=20, topics=2, queues=4)
     with Ledger.open(tmp_path, clock=FakeClock()) as led:
         assert sum(1 for _ in led.apply(table)) == table.num_rows
@@ -297,15 +303,7 @@ def test_first_pulls_of_new_keys_fold_column_wise_with_their_initial_event(tmp_p
         ]
     results = []
     for name, how in (("dicts", "dicts"), ("columns", "columns")):
-        folded = []
-        real = columnar.fold_run
-
-        def counting(*args, folded=folded, real=real):
-            run = real(*args)
-            folded.append(run.vector_rows)
-            return run
-
-        monkeypatch.setattr(columnar, "fold_run", counting)
+        folded = _count_folds(monkeypatch)
         with Ledger.open(tmp_path / name, clock=FakeClock()) as led:
             list(led.apply(_as_dicts(pa.Table.from_pylist(setup, schema=LINE_SCHEMA))))
             table = pa.Table.from_pylist(lines, schema=LINE_SCHEMA)
@@ -313,7 +311,7 @@ def test_first_pulls_of_new_keys_fold_column_wise_with_their_initial_event(tmp_p
             results.append((out, led.log.read(), led.snapshot()))
         monkeypatch.undo()
         if how == "columns":
-            assert sum(folded) == 18  # every pull and commit
+            assert sum(v for v, _ in folded) == 18  # every pull and commit
     (a_out, a_log, a_snap), (b_out, b_log, b_snap) = results
     assert a_out == b_out and a_snap == b_snap
     assert a_log.equals(b_log), _first_difference(a_log, b_log)
@@ -355,15 +353,7 @@ def test_commit_only_feeds_fold_column_wise_and_the_same(tmp_path, monkeypatch):
         [(f.name, pa.string() if pa.types.is_dictionary(f.type) else f.type)
          for f in feed.schema])).to_pylist()]
     table = pa.concat_tables([pa.Table.from_pylist(rows, schema=LINE_SCHEMA), later])
-    folded = []
-    real = columnar.fold_run
-
-    def counting(*args):
-        run = real(*args)
-        folded.append((run.vector_rows, len(run.results)))
-        return run
-
-    monkeypatch.setattr(columnar, "fold_run", counting)
+    folded = _count_folds(monkeypatch)
     # the feed is one batch: a queue's first messages would pin its keys for their whole run
     results = _same(tmp_path, table, apply_column_batch_commands=feed.num_rows)
     vector, total = map(sum, zip(*folded, strict=True))
