@@ -18,7 +18,6 @@ import csv
 import io
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -31,7 +30,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
-from ledger.documents import (
+from ledger.commands.results import result_doc
+from ledger.errors import InvalidInput, LedgerError, RefusedError
+from ledger.importers.result import source_name
+from ledger.limits import name_from
+from ledger.reads.documents import (
     STATE_COLUMNS,
     groups_doc,
     history_doc,
@@ -42,11 +45,10 @@ from ledger.documents import (
     state_doc,
     with_iso,
 )
-from ledger.errors import InvalidInput, LedgerError, RefusedError
-from ledger.timeparse import check_time, iso, parse_duration
+from ledger.timeparse import check_time, duration_arg, iso, time_arg
 
 if TYPE_CHECKING:
-    from ledger import Ledger, Result
+    from ledger import Ledger
 
 PROG = "offset-ledger"
 DATA_DIR_ENV = "OFFSET_LEDGER_DATA_DIR"
@@ -263,35 +265,10 @@ def open_reader(ctx: typer.Context) -> Iterator[Ledger]:
         yield led
 
 
-def time_arg(text: str, what: str) -> int | None:
-    """Epoch ms of a user's time; None for `now` (the ledger's clock decides)."""
-    from ledger.timeparse import parse_time
-
-    if text.strip() == "now":
-        return None
-    try:
-        return parse_time(text)
-    except InvalidInput as e:
-        raise InvalidInput(f"{what}: {e}") from None
-
-
-def result_doc(result: Result) -> dict[str, Any]:
-    """A command's result as printed (its `apply` object without the line number)."""
-    from ledger.results import to_dict
-
-    doc = to_dict(result)
-    doc.pop("line", None)
-    doc.pop("op", None)
-    return doc
-
-
-def duration_arg(text: str | None, what: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        return parse_duration(text)
-    except InvalidInput as e:
-        raise InvalidInput(f"{what}: {e}") from None
+def default_actor() -> str:
+    """$USER as an actor (an actor is a ledger name)."""
+    user = os.environ.get("USER") or os.environ.get("USERNAME") or "operator"
+    return name_from(user) or "operator"
 
 
 def read_text(path: str, what: str) -> str:
@@ -303,19 +280,6 @@ def read_text(path: str, what: str) -> str:
         raise InvalidInput(f"{what} {path!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InvalidInput(f"cannot read {what} {path!r}: {e}") from None
-
-
-def default_actor() -> str:
-    """$USER, reduced to the name alphabet (an actor is a ledger name)."""
-    user = os.environ.get("USER") or os.environ.get("USERNAME") or "operator"
-    return re.sub(r"[^A-Za-z0-9._\-%|]", "_", user)[:249] or "operator"
-
-
-def source_name(kind: str, path: str, given: str | None) -> str:
-    if given is not None:
-        return given
-    name = re.sub(r"[^A-Za-z0-9._\-%|]", "_", Path(path).name if path != "-" else "stdin")
-    return f"{kind}:{name}"[:249]
 
 
 # ====================================================================== the app
@@ -614,7 +578,7 @@ def emit_plan(doc: dict[str, Any], as_json: bool, export: bool) -> None:
     """A reset's plan as JSON, Kafka CSV or a table, then what it means for people."""
     rows = doc["plan"]
     if export:
-        from ledger.importers import to_kafka_csv
+        from ledger.importers.kafka_csv import to_kafka_csv
 
         sys.stdout.write(to_kafka_csv([(r["topic"], r["queue_id"], r["to_offset"]) for r in rows]))
     elif as_json:
@@ -818,7 +782,7 @@ def export(
     if as_json:
         emit_json(rows)
         return
-    from ledger.importers import to_kafka_csv
+    from ledger.importers.kafka_csv import to_kafka_csv
 
     sys.stdout.write(to_kafka_csv([(r["topic"], r["queue_id"], r["offset"]) for r in rows]))
     if not rows:
@@ -854,7 +818,7 @@ def sync_rocketmq(
     as_json: bool = json_opt(),
 ) -> None:
     """Overwrite offsets from a RocketMQ broker's consumerOffset.json (fastjson, as written)."""
-    from ledger.importers import parse_rocketmq_offsets
+    from ledger.importers.rocketmq_offsets import parse_rocketmq_offsets
 
     name = source_name("rocketmq", file, source)
     if watch:
@@ -870,8 +834,8 @@ def _watch_rocketmq(ctx: typer.Context, file: str, source: str, interval_ms: int
     import signal
     import threading
 
-    from ledger.importers import rocketmq_snapshot_commands
-    from ledger.importers_rocketmq_watch import follow_consumer_offsets
+    from ledger.importers.rocketmq_offsets import rocketmq_snapshot_commands
+    from ledger.importers.rocketmq_watch import follow_consumer_offsets
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -917,7 +881,7 @@ def sync_kafka_describe(
 ) -> None:
     """Committed offsets (CURRENT-OFFSET) and queue bounds (LOG-END-OFFSET) from Kafka's
     describe output; re-importing the same output records nothing."""
-    from ledger.importers_kafka_describe import parse_kafka_describe
+    from ledger.importers.kafka_describe import parse_kafka_describe
 
     imported = parse_kafka_describe(read_text(file, "file"),
                                     source_name("kafka-describe", file, source), group)
@@ -938,7 +902,7 @@ def sync_rocketmq_progress(
 ) -> None:
     """Committed offsets (#Consumer Offset) and MaxOffsets (#Broker Offset) from RocketMQ's
     consumerProgress output."""
-    from ledger.importers_rocketmq_progress import parse_rocketmq_progress
+    from ledger.importers.rocketmq_progress import parse_rocketmq_progress
 
     imported = parse_rocketmq_progress(read_text(file, "file"),
                                        source_name("rocketmq-progress", file, source), group,
@@ -958,7 +922,7 @@ def import_kafka_offsets(
 ) -> None:
     """The cluster's commit history: each offset commit a sync at its commitTimestamp (in time
     order), each tombstone the removal of the offset."""
-    from ledger.importers_kafka_offsets import parse_kafka_offsets
+    from ledger.importers.kafka_offsets import parse_kafka_offsets
 
     imported = parse_kafka_offsets(read_text(file, "file"),
                                    source_name("kafka-offsets", file, source))
@@ -977,7 +941,7 @@ def sync_kafka_csv(
     as_json: bool = json_opt(),
 ) -> None:
     """Overwrite offsets from a Kafka reset-offsets CSV."""
-    from ledger.importers import parse_kafka_csv
+    from ledger.importers.kafka_csv import parse_kafka_csv
 
     rows = parse_kafka_csv(read_text(file, "file"), group)
     _run_sync(ctx, rows, source_name("kafka-csv", file, source), (), as_json, file)
@@ -1186,7 +1150,7 @@ def rebuild(ctx: typer.Context, as_json: bool = json_opt()) -> None:
 def verify(ctx: typer.Context, as_json: bool = json_opt()) -> None:
     """Check every segment's checksums and pages, the seq chain, the WAL frames, the newest
     checkpoint and the view against a replay of the log. Exit 1 if anything is wrong."""
-    from ledger.verify import verify_ledger
+    from ledger.store.verify import verify_ledger
 
     root = data_dir(ctx)
     if not (root / "log").exists():

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench.workload import Shape
-from ledger.events import EVENT_SCHEMA
+from ledger.fold.events import EVENT_SCHEMA
 from storage import LogSettings, SegmentedLog
 
 SEED = 20_251_122

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ledger.importers_kafka_offsets import parse_kafka_offsets
+from ledger.importers.kafka_offsets import parse_kafka_offsets
 
 GROUPS = 200
 TOPICS = 10

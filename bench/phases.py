@@ -546,7 +546,7 @@ def phase_compaction(cfg: dict) -> dict:
     spark = spark_session("local[2]")
     out: dict = {"spark_start_s": time.perf_counter() - t, "master": spark.sparkContext.master,
                  "runs": []}
-    from ledger.events import EVENT_SCHEMA
+    from ledger.fold.events import EVENT_SCHEMA
 
     with SegmentedLog.open(source, EVENT_SCHEMA, None, writer=False) as log:
         paths = [str(s.path) for s in log.segments()]

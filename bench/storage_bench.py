@@ -8,7 +8,7 @@ records: SQLite (WAL, synchronous=FULL, a ts index) and pyarrow Parquet with its
 Records are shaped like the offset workload (DESIGN.md, Performance notes): 16,000 keys
 (200 groups x 10 topics x 8 queues, the names of `bench.workload.Shape`) chosen uniformly, each
 a commit advancing its key by 1-32, client ids from 800 (4 per group), ts advancing about a ms
-per record, columns as `ledger.events.EVENT_SCHEMA` (kind "commit", prev_offset null).
+per record, columns as `ledger.fold.events.EVENT_SCHEMA` (kind "commit", prev_offset null).
 
 Run: `python -m bench.storage_bench [--quick] [--out FILE]`; prints JSON.
 """
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.workload import Shape
-from ledger.events import EVENT_SCHEMA
+from ledger.fold.events import EVENT_SCHEMA
 from storage import LogSettings, SegmentedLog
 
 SEED = 20_240_601

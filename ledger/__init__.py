@@ -5,7 +5,7 @@ point-in-time state.
 every CLI command and HTTP route is one of its methods.
 """
 
-from ledger.commands import (
+from ledger.commands.command import (
     Command,
     Commit,
     GroupDelete,
@@ -18,6 +18,7 @@ from ledger.commands import (
     Reset,
     Sync,
 )
+from ledger.commands.results import CommitResult, PullResult, ResetResult, Result
 from ledger.errors import (
     HistoryUnavailable,
     InvalidInput,
@@ -25,10 +26,9 @@ from ledger.errors import (
     LedgerUnusable,
     RefusedError,
 )
+from ledger.fold.state import PlanItem
 from ledger.ledger import Ledger, ResetPlan
-from ledger.reset import Scenario, Scope
-from ledger.results import CommitResult, PullResult, ResetResult, Result
-from ledger.state import PlanItem
+from ledger.reset.scenarios import Scenario, Scope
 
 __all__ = [
     "Command",

@@ -17,9 +17,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger import queries
-from ledger.columnar import ARROW, JSON
-from ledger.commands import (
+from ledger.commands.command import (
     Command,
     Commit,
     GroupDelete,
@@ -35,18 +33,8 @@ from ledger.commands import (
     from_json,
     from_obj,
 )
-from ledger.errors import InvalidInput, LedgerError, RefusedError
-from ledger.events import EventBuffer
-from ledger.executor import COLUMN_MIN, Executed, execute, execute_table
-from ledger.handlers import reset_result
-from ledger.handlers import run as run_one
-from ledger.import_result import ImportResult
-from ledger.importing import submit_import
-from ledger.limits import check_name
-from ledger.ndjson import bulk_table, joined_lines, line_blocks, split_lines
-from ledger.reset import Scenario, Scope
-from ledger.reset_plan import Planned, plan
-from ledger.results import (
+from ledger.commands.ndjson import bulk_table, joined_lines, line_blocks, split_lines
+from ledger.commands.results import (
     CommitResult,
     GroupDeleteResult,
     GroupResult,
@@ -57,11 +45,23 @@ from ledger.results import (
     SyncResult,
     to_dict,
 )
-from ledger.settings import LedgerSettings
-from ledger.state import Key, PlanItem, State, snapshot_rows
-from ledger.state_at import state_at
-from ledger.view import View
-from ledger.writer import Writer, wall_clock_ms
+from ledger.errors import InvalidInput, LedgerError, RefusedError
+from ledger.executor.batch import COLUMN_MIN, Executed, execute, execute_table
+from ledger.executor.columnar import ARROW, JSON
+from ledger.executor.handlers import reset_result
+from ledger.executor.handlers import run as run_one
+from ledger.executor.importing import submit_import
+from ledger.fold.events import EventBuffer
+from ledger.fold.state import Key, PlanItem, State, snapshot_rows
+from ledger.importers.result import ImportResult
+from ledger.limits import check_name
+from ledger.reads import queries
+from ledger.reads.state_at import state_at
+from ledger.reset.plan import Planned, plan
+from ledger.reset.scenarios import Scenario, Scope
+from ledger.store.settings import LedgerSettings
+from ledger.store.view import View
+from ledger.store.writer import Writer, wall_clock_ms
 from storage import FileSystem, LockedError, SegmentedLog
 
 
@@ -206,7 +206,7 @@ class Ledger:
     def submit_decoded(self, commands: Sequence[Command | LedgerError], *,
                        actor: str | Sequence[str | None] | None = None,
                        denied: Sequence[str | None] | None = None) -> list[Result]:
-        """`submit` of commands already decoded and validated by `ledger.commands` (from_json,
+        """`submit` of commands already decoded and validated by `ledger.commands.command` (from_json,
         decode_document: a request body, an NDJSON line), or their decoding errors."""
         return execute(self.writer, commands, actor=actor, denied=denied).results
 
@@ -299,7 +299,7 @@ class Ledger:
     def apply_arrow(self, commands: pa.Table | pa.RecordBatch) -> pa.Table:
         """`apply` for bulk loads: Arrow commands in, Arrow results out (RESULT_SCHEMA, one row
         per line, in line order), returned once every event is durable."""
-        from ledger.apply_results import RESULT_SCHEMA
+        from ledger.executor.run_results import RESULT_SCHEMA
 
         if not isinstance(commands, pa.Table | pa.RecordBatch):
             raise InvalidInput(f"apply_arrow takes a pyarrow Table or RecordBatch, not "
@@ -380,7 +380,7 @@ class Ledger:
 
     def submit_import(self, imported: ImportResult | list[dict[str, Any]], *,
                       on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        """An importer's commands (ledger.importers*), in batches; a summary of what changed."""
+        """An importer's commands (ledger.importers), in batches; a summary of what changed."""
         return submit_import(self.writer, imported, on_progress=on_progress)
 
     # ------------------------------------------------------------------ reset
@@ -427,7 +427,7 @@ class Ledger:
     def retention(self, *, offsets_retention_ms: int | None = None,
                   log_retention_ms: int | None = None) -> dict[str, Any]:
         """Expire idle offsets; retire old segments already covered by a checkpoint."""
-        from ledger.retention import run_retention
+        from ledger.store.retention import run_retention
 
         return run_retention(self.writer, offsets_retention_ms, log_retention_ms)
 
@@ -462,9 +462,9 @@ class Ledger:
             at_ms: int | str | None = None, window: int = 10, allowed_lag: int = 0
             ) -> list[dict[str, Any]]:
         """Lag health and time lag per group at ledger time `at_ms` (epoch ms, ISO-8601 or
-        `now`; default now): the document of `lag --json` (ledger/lag.py); `topic` is `T` or
+        `now`; default now): the document of `lag --json` (ledger/lag/document.py); `topic` is `T` or
         `T:0,2`."""
-        from ledger.lag import check_at, health_settings, lag_document, lag_scope
+        from ledger.lag.document import check_at, health_settings, lag_document, lag_scope
 
         scope, settings = lag_scope(group, topic), health_settings(window, allowed_lag)
         at = check_at(queries.resolve_time(at_ms, self.writer, "at"))
@@ -476,7 +476,7 @@ class Ledger:
         """Lag and time lag per queue at every `every_ms` (ms or ISO-8601 duration) from
         `since_ms` to `until_ms` (for charts): the document of `lag --since --until --every
         --json`."""
-        from ledger.lag import check_series, lag_scope, series_document
+        from ledger.lag.document import check_series, lag_scope, series_document
         from ledger.timeparse import parse_duration
 
         scope = lag_scope(group, topic)

@@ -24,6 +24,7 @@ LAG_SERIES_POINTS_MAX = 10_000  # points of one `lag --since --until --every` se
 
 _VALID_NAMES: set[str] = set()
 _VALID_NAMES_MAX = 1 << 20
+_NOT_NAME_CHARS = re.compile(r"[^A-Za-z0-9._\-%|]")
 
 
 def check_name(value: object, what: str) -> str:
@@ -55,3 +56,9 @@ def check_offset(value: object, what: str = "offset") -> int:
 
 def check_queue_id(value: object) -> int:
     return check_int(value, "queue id", 0, QUEUE_ID_MAX)
+
+
+def name_from(text: str) -> str:
+    """`text` made a valid name: characters outside the alphabet become `_`, cut to the
+    length limit (empty stays empty: the caller names its default)."""
+    return _NOT_NAME_CHARS.sub("_", text)[:NAME_LENGTH_MAX]

@@ -88,3 +88,24 @@ def iso(ms: int | None) -> str | None:
         return None
     dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def time_arg(text: str, what: str) -> int | None:
+    """Epoch ms of a time as a user typed it for option `what`; None for `now` (the ledger's
+    clock decides)."""
+    if text.strip() == "now":
+        return None
+    try:
+        return parse_time(text)
+    except InvalidInput as e:
+        raise InvalidInput(f"{what}: {e}") from None
+
+
+def duration_arg(text: str | None, what: str) -> int | None:
+    """Milliseconds of a duration as a user typed it for option `what` (None: not given)."""
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except InvalidInput as e:
+        raise InvalidInput(f"{what}: {e}") from None

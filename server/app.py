@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from ledger import Ledger
-from ledger.documents import encode_json
+from ledger.reads.documents import encode_json
 from server.committer import BatchStats, Committer
 from server.console import ConsoleFiles
 from server.metrics import Metrics

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import msgspec
 import urllib3
 
-from ledger.results import CommitResult, PullResult, ResetResult
+from ledger.commands.results import CommitResult, PullResult, ResetResult
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode

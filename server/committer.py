@@ -19,9 +19,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from ledger import Ledger, LedgerUnusable
-from ledger.commands import Command
+from ledger.commands.command import Command
+from ledger.commands.results import Result
 from ledger.errors import LedgerError
-from ledger.results import Result
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import msgspec
 
-from ledger import commands, results
-from ledger.events import KINDS
+from ledger.commands import command as commands
+from ledger.commands import results
+from ledger.fold.events import KINDS
 from ledger.limits import LAG_WINDOW_MAX, NAME_PATTERN, OFFSET_MAX, QUEUE_ID_MAX, TS_MAX
 from ledger.timeparse import EPOCH_SECONDS_MAX, EPOCH_SECONDS_MIN
 from server.routes import ROUTES, SqlBody

@@ -30,8 +30,9 @@ from ledger import (
     RefusedError,
     Reset,
 )
-from ledger.commands import Command, decode_as, decode_document
-from ledger.documents import (
+from ledger.commands.command import Command, decode_as, decode_document
+from ledger.commands.results import CommitResult, ResetResult, Result, result_doc, to_dict
+from ledger.reads.documents import (
     encode_json,
     groups_doc,
     history_doc,
@@ -39,7 +40,6 @@ from ledger.documents import (
     progress_doc,
     state_doc,
 )
-from ledger.results import CommitResult, ResetResult, Result, to_dict
 from server.committer import Busy, Committer, Stopping
 from server.reads import ReadSide
 from server.settings import ServeSettings
@@ -131,21 +131,14 @@ def _json(status: int, doc: Any) -> Answer:
     return status, encode_json(doc)
 
 
-def _doc(result: Result) -> dict[str, Any]:
-    doc = to_dict(result)
-    doc.pop("line", None)
-    doc.pop("op", None)
-    return doc
-
-
 def _single(result: Result, ok_status: int = 200) -> Answer:
     """One command's answer: its document; a refusal by a rule is 409 with the same body, a
     bad value 400, a sender who may not 403."""
     if result.error is None:
-        return _json(ok_status, _doc(result))
+        return _json(ok_status, result_doc(result))
     if isinstance(result, CommitResult | ResetResult) and result.refused in (None, "policy",
                                                                              "stale_plan"):
-        return _json(409, _doc(result) | {"error": result.error})
+        return _json(409, result_doc(result) | {"error": result.error})
     if result.refused in ("role", "group"):
         raise HttpError(403, result.error)
     if result.refused is not None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.commands import Command, op_of
+from ledger.commands.command import Command, op_of
 from ledger.errors import InvalidInput
 from ledger.limits import check_name
 

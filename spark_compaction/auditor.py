@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ledger import Ledger
-from ledger.checkpoint import CHECKPOINT_SCHEMA
 from ledger.errors import HistoryUnavailable
+from ledger.store.checkpoint import CHECKPOINT_SCHEMA
 from spark_compaction.session import (
     LogSnapshot,
     events_frame,
@@ -240,7 +240,7 @@ def export_view(root: str | os.PathLike[str], now_ms: int | None = None) -> View
     the writer lock: a read-only snapshot first, then the DuckDB view file if no writer holds it
     and it does not reflect more of the log than the snapshot holds (a writer appended since);
     else the snapshot's own view."""
-    from ledger.writer import VIEW_FILE, wall_clock_ms
+    from ledger.store.writer import VIEW_FILE, wall_clock_ms
 
     frozen = wall_clock_ms() if now_ms is None else now_ms  # one instant for both sides
     with open_ledger(root, lambda: frozen) as led:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger.events import COLUMNS
+from ledger.fold.events import COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -37,10 +37,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ledger import settings as ledger_settings
 from ledger.errors import InvalidInput
-from ledger.events import EVENT_SCHEMA
-from ledger.writer import log_settings
+from ledger.fold.events import EVENT_SCHEMA
+from ledger.store import settings as ledger_settings
+from ledger.store.writer import log_settings
 from spark_compaction.checksum import Checksum, content_checksum, content_checksums
 from spark_compaction.session import (
     Roots,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ledger.events import EVENT_SCHEMA
+from ledger.fold.events import EVENT_SCHEMA
 from storage import SegmentedLog, SegmentInfo
 
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ def read_events(
     roots: Roots, *, master: str | None = None, include_tail: bool = True
 ) -> DataFrame:
     """Every event of one or more ledger roots (sealed segments and active tails) as one
-    DataFrame with the columns of `ledger.events.EVENT_SCHEMA`."""
+    DataFrame with the columns of `ledger.fold.events.EVENT_SCHEMA`."""
     spark = spark_session(master)
     snaps = [snapshot(r) for r in as_roots(roots)]
     return events_frame(spark, snaps, include_tail=include_tail)

@@ -1,6 +1,6 @@
 """Point-in-time replay in Spark: the state at a seq or a ledger time from checkpoint + log.
 
-A port of `ledger.timeline.STATE_AT_SQL` (DuckDB) to Spark SQL, answering the same: the latest
+A port of `ledger.reads.timeline.STATE_AT_SQL` (DuckDB) to Spark SQL, answering the same: the latest
 committed-setting event per key at or before the point (events carry their results), overlaid on
 the newest checkpoint at or before it, plus the broadcast minimum over clients active within the
 group's client timeout. The point is resolved exactly as `Ledger.state_at` resolves it (first seq
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.checkpoint import CHECKPOINT_SCHEMA
 from ledger.errors import InvalidInput
-from ledger.state_at import resolve_point as ledger_point
-from ledger.state_at import ts_before
-from ledger.timeline import quote
+from ledger.reads.state_at import resolve_point as ledger_point
+from ledger.reads.state_at import ts_before
+from ledger.reads.timeline import quote
+from ledger.store.checkpoint import CHECKPOINT_SCHEMA
 from spark_compaction.session import (
     LogSnapshot,
     events_frame,
@@ -200,7 +200,7 @@ def replay_frame(
 
 def ledger_now_ms(root: str | os.PathLike[str]) -> int:
     """`now` on a ledger as `Ledger.now_ms` has it: the wall clock, never before the last event."""
-    from ledger.writer import wall_clock_ms
+    from ledger.store.writer import wall_clock_ms
 
     with open_reader(root) as log:
         return max(wall_clock_ms(), ts_before(log, log.next_seq))

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ledger.events import EVENT_SCHEMA
+from ledger.fold.events import EVENT_SCHEMA
 
 #: Every baseline stores rows of the ledger's own event schema.
 COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA.names)

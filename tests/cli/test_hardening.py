@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.events import EVENT_SCHEMA
+from ledger.fold.events import EVENT_SCHEMA
 from storage import SegmentedLog
 from tests.cli.conftest import G, T
 from tests.support.cli import Cli, assert_one_line_error

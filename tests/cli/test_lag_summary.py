@@ -7,7 +7,7 @@ import time
 
 from ledger import Ledger
 from ledger.demo import demo_commands, demo_start
-from ledger.documents import COMMIT_LAG_POINTS_MAX, commit_lag
+from ledger.reads.documents import COMMIT_LAG_POINTS_MAX, commit_lag
 from tests.cli.conftest import Cli
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ledger import InvalidInput
-from ledger.importers import parse_kafka_csv, parse_rocketmq_offsets, quote_bare_keys
+from ledger.importers.kafka_csv import parse_kafka_csv
+from ledger.importers.rocketmq_offsets import parse_rocketmq_offsets, quote_bare_keys
 from tests.cli.conftest import G, T
 from tests.support.cli import Cli, assert_one_line_error
 

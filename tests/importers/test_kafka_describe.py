@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.importers_kafka_describe import parse_kafka_describe
+from ledger.importers.kafka_describe import parse_kafka_describe
 from tests.importers.helpers import Expect, fixture, refused
 
 SRC = "kafka-describe:out.txt"

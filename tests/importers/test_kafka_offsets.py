@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ledger.importers_kafka_offsets import parse_kafka_offsets
+from ledger.importers.kafka_offsets import parse_kafka_offsets
 from tests.importers.helpers import Expect, fixture, refused
 
 SRC = "kafka-offsets:dump.txt"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.importers_rocketmq_progress import parse_rocketmq_progress
+from ledger.importers.rocketmq_progress import parse_rocketmq_progress
 from tests.importers.helpers import Expect, fixture, refused
 
 SRC = "rocketmq-progress:progress.txt"

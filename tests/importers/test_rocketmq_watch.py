@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import InvalidInput
-from ledger.importers import RocketMQSnapshot, parse_rocketmq_offsets, rocketmq_snapshot_commands
-from ledger.importers_rocketmq_watch import follow_consumer_offsets, snapshot_key
+from ledger.importers.rocketmq_offsets import (
+    RocketMQSnapshot,
+    parse_rocketmq_offsets,
+    rocketmq_snapshot_commands,
+)
+from ledger.importers.rocketmq_watch import follow_consumer_offsets, snapshot_key
 
 
 def content(offsets: tuple[int, int], counter: int) -> bytes:

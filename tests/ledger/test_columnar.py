@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import ledger.columnar as columnar
-import ledger.executor as executor
+import ledger.executor.batch as executor
+import ledger.executor.columnar as columnar
 from bench.workload import commands_table
 from ledger import Ledger
-from ledger.state import State, snapshot_rows
+from ledger.fold.state import State, snapshot_rows
 from tests.support.clock import T0, FakeClock
 from tests.support.oracle import assert_results, model_run
 from tests.support.strategies import LINE_SCHEMA, OFFSETS_RETENTION_MS, property_settings, streams
@@ -170,7 +170,7 @@ def test_random_streams_fold_the_same_column_wise(tmp_path_factory, lines, batch
 
 
 def test_apply_arrow_returns_the_same_results_as_a_table(tmp_path):
-    from ledger.apply_results import RESULT_SCHEMA, results_table
+    from ledger.executor.run_results import RESULT_SCHEMA, results_table
 
     table = commands_table(20_000, seed=6, groups=6, topics=2, queues=3)
     dicts = _run(tmp_path / "dicts", _as_dicts(table))
@@ -205,7 +205,7 @@ def _fold_of_log(led: Ledger, seq_to: int | None = None) -> State:
 def test_checkpoints_written_mid_apply_hold_the_state_at_their_seq(tmp_path):
     """Positions folded column-wise are written back lazily: every checkpoint must still be the
     exact state at its seq."""
-    from ledger.checkpoint import table_to_state
+    from ledger.store.checkpoint import table_to_state
 
     table = commands_table(40_000, seed=8, groups=10, topics=2, queues=3)
     seen: set[int] = set()

@@ -13,7 +13,7 @@ import msgspec
 import pyarrow as pa
 import pytest
 
-import ledger.executor as executor
+import ledger.executor.batch as executor
 from ledger import (
     Commit,
     GroupDelete,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-import ledger.executor as executor
+import ledger.executor.batch as executor
 from bench.workload import generate
 from ledger import Ledger
-from ledger.state import State
+from ledger.fold.state import State
 from tests.support.clock import FakeClock
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.lag_health import ERR, HealthSettings, queue_status
+from ledger.lag.health import ERR, HealthSettings, queue_status
 from tests.ledger.burrow_cases import CASES, BurrowCase
 from tests.support.cli import Cli
 from tests.support.clock import FakeClock

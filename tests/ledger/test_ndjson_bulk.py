@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import ledger.executor as executor
-import ledger.ndjson as ndjson
+import ledger.commands.ndjson as ndjson
+import ledger.executor.batch as executor
 from bench.workload import generate
 from ledger import Ledger
 from tests.support.clock import T0, FakeClock

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import Ledger, LedgerError, Scenario, Scope
-from ledger.events import EVENT_SCHEMA
+from ledger.fold.events import EVENT_SCHEMA
 from tests.support.clock import T0, FakeClock
 from tests.support.faults import NoSyncFS
 from tests.support.oracle import (

@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 
 from ledger import Ledger, Scenario, Scope
-from ledger.checkpoint import state_to_table, table_to_state
-from ledger.state import State
+from ledger.fold.state import State
+from ledger.store.checkpoint import state_to_table, table_to_state
 from tests.support.clock import T0, FakeClock
 from tests.support.strategies import LINE_SCHEMA
 

@@ -411,7 +411,7 @@ def test_a_failing_view_flush_does_not_fail_a_durable_append(ledger, monkeypatch
 
 
 def test_events_convert_to_arrow_and_back(ledger):
-    from ledger.events import Commit, Reset, from_arrow, to_record_batch
+    from ledger.fold.events import Commit, Reset, from_arrow, to_record_batch
 
     events = [Commit(ts=5, consumer_group=G, topic=T, queue_id=1, offset=7, generation=0,
                      client_id="c1"),

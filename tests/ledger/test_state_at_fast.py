@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import ledger.state_at as state_at_mod
-import ledger.timeline as timeline
-import ledger.writer as writer_mod
+import ledger.reads.state_at as state_at_mod
+import ledger.reads.timeline as timeline
+import ledger.store.writer as writer_mod
 from ledger import Ledger
-from ledger.timeline import state_at_sql
-from ledger.view import arrow_result, segments_source
+from ledger.reads.timeline import state_at_sql
+from ledger.store.view import arrow_result, segments_source
 from tests.support.clock import T0, FakeClock
 from tests.support.faults import NoSyncFS
 from tests.support.oracle import model_run

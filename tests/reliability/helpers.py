@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ledger import Ledger
-from ledger.writer import VIEW_FILE
+from ledger.store.writer import VIEW_FILE
 from tests.support.oracle import log_view, rows, view_file, view_tables
 
 T, G = "orders", "billing"

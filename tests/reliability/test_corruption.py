@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledger import Ledger
-from ledger.checkpoint import state_to_table
+from ledger.store.checkpoint import state_to_table
 from storage import CorruptManifestError, CorruptSegmentError, names
 from tests.reliability.helpers import G, T, build_history
 from tests.support.cli import Cli, assert_one_line_error

@@ -27,7 +27,7 @@ def _open(root: Path, fs: FaultyFS, clock: FakeClock, **settings: object) -> Led
 
 
 def _verify_ok(root: Path) -> None:
-    from ledger.verify import verify_ledger
+    from ledger.store.verify import verify_ledger
 
     report = verify_ledger(root)
     assert report.ok, [str(p) for p in report.problems]

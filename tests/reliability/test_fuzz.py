@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
-from ledger.events import EVENT_SCHEMA
+from ledger.fold.events import EVENT_SCHEMA
 from ledger.limits import NAME_PATTERN, QUEUE_ID_MAX
 from storage import SegmentedLog
 from tests.reliability.helpers import assert_view_is_a_replay

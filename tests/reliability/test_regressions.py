@@ -89,7 +89,7 @@ def test_an_append_past_the_largest_offset_is_refused_not_a_broken_writer(
     """A queue whose MaxOffset a tool set near 2**63 (queue_bounds) took an append past int64:
     the state's offset array overflowed, the writer became unusable and, in the server, the
     whole group-commit batch of every client failed. It is bad input of that one command."""
-    from ledger.commands import QueueAppend
+    from ledger.commands.command import QueueAppend
     from ledger.limits import OFFSET_MAX
 
     led = Ledger.open(tmp_path / "data", clock=FakeClock(T0))

@@ -18,8 +18,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from ledger.documents import encode_json
 from ledger.limits import NAME_PATTERN
+from ledger.reads.documents import encode_json
 from server.openapi import openapi_document
 from tests.server.conftest import Server, raw
 

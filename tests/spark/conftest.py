@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledger import Ledger
-from ledger.events import EVENT_SCHEMA, Event, to_record_batch
-from ledger.settings import load as load_settings
-from ledger.writer import log_settings
+from ledger.fold.events import EVENT_SCHEMA, Event, to_record_batch
+from ledger.store.settings import load as load_settings
+from ledger.store.writer import log_settings
 from storage import OsFileSystem, SegmentedLog
 from storage import manifest as manifest_io
 from storage.names import log_dir

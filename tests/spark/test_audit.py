@@ -17,7 +17,7 @@ import pytest
 
 from cli import invoke
 from ledger import Ledger, Scenario, Scope
-from ledger.events import Commit
+from ledger.fold.events import Commit
 from spark_compaction import audit
 from spark_compaction.auditor import prepare_views
 from spark_compaction.lag import lag_series

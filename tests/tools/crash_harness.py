@@ -134,7 +134,7 @@ def build_stream(n_commands: int, seed: int) -> list[bytes]:
 
 def decoded_commands(lines: list[bytes]) -> Any:
     """The lines as `apply` decodes them (same function, same errors)."""
-    from ledger.commands import iter_ndjson
+    from ledger.commands.command import iter_ndjson
 
     return list(iter_ndjson(lines))
 
@@ -164,7 +164,7 @@ def reference_run(lines: list[bytes]) -> Reference:
     """The stream through the reference model (clock 0: every line that writes carries `ts`)."""
     import pyarrow as pa
 
-    from ledger.events import EVENT_SCHEMA
+    from ledger.fold.events import EVENT_SCHEMA
 
     model = ReferenceLedger()
     commands = [_decode_or_none(raw) for raw in lines]
@@ -526,7 +526,7 @@ def check_writer(data: Path, ref: Reference, acked_upto: int, stats: Stats, wher
 def run_verify(data: Path) -> list[str] | None:
     """`offset-ledger verify` in-process, if this version of the CLI has it."""
     try:
-        from ledger.verify import verify_ledger
+        from ledger.store.verify import verify_ledger
     except ImportError:
         return None
     report = verify_ledger(data)
@@ -731,7 +731,7 @@ def swap_child(data: Path) -> None:
     """A compaction swap without Spark: merge the oldest sealed segments into one file, rows
     ordered by key as `spark_compaction` orders them, and swap it in with
     `SegmentedLog.replace` (the same storage path the Spark job commits through)."""
-    from ledger.events import EVENT_SCHEMA
+    from ledger.fold.events import EVENT_SCHEMA
     from storage import SegmentedLog
     from storage.fs import OsFileSystem
     from storage.sealed import write_parquet

@@ -1,0 +1,144 @@
+"""Keys the column-wise fold keeps as columns between runs (see `Resident`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ledger.fold.state import Position, State
+from ledger.limits import QUEUE_ID_MAX
+
+
+class Resident:
+    """Positions of the keys that earlier runs of one apply call folded column-wise, kept as
+    columns: a run reads them instead of each key's Position, and they are written back to the
+    Positions only when something else is about to read those (a checkpoint or view flush, the
+    per-command path on the key, a barrier, the caller, the end of the call).
+
+    Exact because nothing else changes a resident key's position: a line on it that the vector
+    path does not fold first evicts the key (writing it back), and anything that may touch many
+    keys (a barrier, a run folded per command, new dictionaries) writes back and empties all.
+    Keys are ids over the call's unified dictionaries: (group code, topic code, queue id)."""
+
+    COLUMNS = ("committed", "pulled", "generation", "last_client", "last_pull_ts", "last_active")
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.dictionaries: tuple[list[Any], list[Any], list[Any]] | None = None
+        self._empty()
+
+    def _empty(self) -> None:
+        self.ids = np.zeros(0, np.int64)
+        self.columns = {name: np.zeros(0, np.int64) for name in self.COLUMNS}
+        self.dirty = np.zeros(0, bool)
+        self.positions: list[Position] = []
+        self.names: list[tuple[str, str, int]] = []
+        self.pulled_by: list[tuple[np.ndarray, np.ndarray]] = []  # (key ids, client codes)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def use(self, groups: list[Any], topics: list[Any], clients: list[Any]) -> None:
+        """The run's dictionaries; ids and client codes kept under others are written back."""
+        if self.dictionaries is not None and self.dictionaries != (groups, topics, clients):
+            self.clear()
+        self.dictionaries = (groups, topics, clients)
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Index of each id among the residents, -1 when not resident."""
+        if not len(self.ids):
+            return np.full(len(ids), -1, np.int64)
+        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.where(self.ids[at] == ids, at, -1)
+
+    def write_back(self, index: np.ndarray | None = None) -> None:
+        """Set the Positions of dirty residents (all, or those at `index`)."""
+        dirty = np.nonzero(self.dirty)[0] if index is None else index[self.dirty[index]]
+        if not len(dirty) and not self.pulled_by:
+            return
+        clients = self.dictionaries[2] if self.dictionaries is not None else []
+        c = self.columns
+        positions = self.positions
+        for i, committed, pulled, last_client, last_pull, last_active in zip(
+                dirty.tolist(), c["committed"][dirty].tolist(), c["pulled"][dirty].tolist(),
+                c["last_client"][dirty].tolist(), c["last_pull_ts"][dirty].tolist(),
+                c["last_active"][dirty].tolist(), strict=True):
+            pos = positions[i]
+            # a key never pulled keeps its null pulled offset (-1 in the columns)
+            pos.committed, pos.last_pull_ts = committed, last_pull
+            pos.pulled = pulled if pulled >= 0 else None
+            pos.last_active_ts = pos.last_update_ts = last_active
+            if last_client >= 0:
+                pos.last_client = clients[last_client]
+        self.state.dirty_keys.update([self.names[i] for i in dirty.tolist()])
+        self.dirty[dirty] = False
+        # every client that pulled a key holds the key's generation
+        if self.pulled_by:
+            ids = np.concatenate([k for k, _ in self.pulled_by])
+            codes = np.concatenate([c for _, c in self.pulled_by])
+            keep = np.ones(len(ids), bool) if index is None else np.isin(ids, self.ids[index])
+            span = len(clients) + 1
+            pairs = np.unique(self.lookup(ids[keep]) * span + codes[keep])
+            for i, code in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
+                pos = positions[i]
+                pos.client_generations[clients[code]] = pos.generation
+            self.pulled_by = [] if index is None else [(ids[~keep], codes[~keep])]
+
+    def evict(self, ids: np.ndarray) -> None:
+        """Write back and forget these keys (the per-command path is about to fold them)."""
+        index = self.lookup(np.unique(ids))
+        index = index[index >= 0]
+        if not len(index):
+            return
+        self.write_back(index)
+        keep = np.ones(len(self.ids), bool)
+        keep[index] = False
+        self._select(keep)
+
+    def evict_group(self, group: object) -> None:
+        """Write back and forget a group's keys (a barrier command on the group follows)."""
+        if self.dictionaries is None or not len(self.ids):
+            return
+        try:
+            code = self.dictionaries[0].index(group)
+        except ValueError:
+            return  # no key of that group is resident
+        n_topics = max(len(self.dictionaries[1]), 1)
+        self.evict(self.ids[self.ids // (QUEUE_ID_MAX + 1) // n_topics == code])
+
+    def clear(self) -> None:
+        self.write_back()
+        self._empty()
+
+    def _select(self, keep: np.ndarray) -> None:
+        at = np.nonzero(keep)[0].tolist()
+        self.ids = self.ids[keep]
+        self.columns = {name: col[keep] for name, col in self.columns.items()}
+        self.dirty = self.dirty[keep]
+        self.positions = [self.positions[i] for i in at]
+        self.names = [self.names[i] for i in at]
+
+    def store(self, ids: np.ndarray, values: dict[str, np.ndarray], dirty: np.ndarray,
+              new_positions: list[Position], new_names: list[tuple[str, str, int]],
+              new: np.ndarray) -> None:
+        """Residents after a run: `ids` (sorted, unique) with their values; `new` marks those
+        not resident before, whose Positions and names come in order in `new_*`."""
+        index = self.lookup(ids)
+        old = index >= 0
+        for name, col in self.columns.items():
+            col[index[old]] = values[name][old]
+        self.dirty[index[old]] |= dirty[old]
+        if not new.any():
+            return
+        merged = np.concatenate((self.ids, ids[new]))
+        order = np.argsort(merged, kind="stable")
+        self.ids = merged[order]
+        self.columns = {name: np.concatenate((col, values[name][new]))[order]
+                        for name, col in self.columns.items()}
+        self.dirty = np.concatenate((self.dirty, dirty[new]))[order]
+        positions = self.positions + new_positions
+        names = self.names + new_names
+        at = order.tolist()
+        self.positions = [positions[i] for i in at]
+        self.names = [names[i] for i in at]

@@ -1,0 +1,203 @@
+"""Results of a column-wise run: typed results (one per line) or one Arrow table
+(`apply_arrow`), built from the run's per-command results and its column-wise ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ledger.commands.results import CommitResult, PullResult, Result
+
+#: Results of an Arrow apply, one row per line; `detail` holds any other field of the line's
+#: result as JSON (a queue's bounds, a reset's plan, a group's settings).
+RESULT_SCHEMA: pa.Schema = pa.schema([
+    pa.field("line", pa.int64(), nullable=False),
+    pa.field("op", pa.string()),
+    pa.field("seq", pa.int64()),
+    pa.field("error", pa.string()),
+    pa.field("accepted", pa.bool_()),
+    pa.field("reason", pa.string()),
+    pa.field("offset", pa.int64()),
+    pa.field("next_offset", pa.int64()),
+    pa.field("generation", pa.int64()),
+    pa.field("count", pa.int64()),
+    pa.field("detail", pa.string()),
+])
+_RESULT_FIELDS = frozenset(RESULT_SCHEMA.names)
+_encode_json = msgspec.json.Encoder().encode
+
+
+def set_seqs(results: Iterable[Result], seqs: Iterable[int]) -> None:
+    """A line's `seq` is its last event's: set on lines that wrote one (seq >= 0) and succeeded."""
+    for result, seq in zip(results, seqs, strict=True):
+        if seq >= 0 and result.error is None:
+            result.seq = seq
+
+
+def results_table(typed: list[Result]) -> pa.Table:
+    """Typed results (the per-command form) as RESULT_SCHEMA rows."""
+    results: list[dict[str, Any]] = [msgspec.to_builtins(r) for r in typed]
+    columns: dict[str, list[Any]] = {name: [r.get(name) for r in results]
+                                     for name in RESULT_SCHEMA.names[:-1]}
+    columns["op"] = [op if op is None or type(op) is str else str(op) for op in columns["op"]]
+    columns["detail"] = [
+        None if _RESULT_FIELDS.issuperset(r) else
+        _encode_json({k: v for k, v in r.items() if k not in _RESULT_FIELDS}).decode()
+        for r in results]
+    return pa.Table.from_pydict(columns, schema=RESULT_SCHEMA)
+
+
+def _join(mask: np.ndarray, *pieces: str | pa.Array) -> pa.Array:
+    """The rows of `mask`, each the concatenation of the pieces (literals or arrays)."""
+    picked = pa.array(mask)
+    parts = [pa.scalar(p, pa.string()) if isinstance(p, str) else p.filter(picked)
+             for p in pieces]
+    if not any(isinstance(p, pa.Array) for p in parts):
+        return pa.array([], pa.string())
+    return pc.binary_join_element_wise(*parts, "")
+
+
+@dataclass
+class VectorResults:
+    """Results of the lines folded column-wise, as columns: dicts are built once seqs are known."""
+
+    rows: np.ndarray  # line index in the run
+    is_pull: np.ndarray
+    accepted: np.ndarray
+    invalid: np.ndarray
+    offset: np.ndarray  # commit: the offset, or the committed offset when refused; pull: next
+    generation: np.ndarray
+    count: np.ndarray
+
+
+@dataclass
+class RunOutput:
+    """A folded run: its events (EVENT_SCHEMA, seq not yet assigned) and one result per line
+    (None where `vector` holds it), with the index of the line's last event in `events` (-1:
+    none)."""
+
+    events: pa.Table
+    results: list[Result | None]
+    last_event: np.ndarray
+    line_base: int
+    vector: VectorResults | None = None
+
+    @property
+    def vector_rows(self) -> int:
+        return 0 if self.vector is None else len(self.vector.rows)
+
+    def _per_command_results(self, first_seq: int) -> tuple[np.ndarray, np.ndarray]:
+        """(each line's seq or -1, the lines folded per command), those lines' seqs set."""
+        seqs = np.where(self.last_event >= 0, self.last_event + first_seq, -1)
+        per_command = np.ones(len(self.results), bool)
+        if self.vector is not None:
+            per_command[self.vector.rows] = False
+        rows = np.nonzero(per_command)[0]
+        set_seqs([self.results[i] for i in rows.tolist()], seqs[rows].tolist())  # type: ignore[misc]
+        return seqs, rows
+
+    def final_results(self, first_seq: int) -> list[Result]:
+        """Every line's result, with `seq` (its last event's) once the events are durable."""
+        seqs, _ = self._per_command_results(first_seq)
+        if self.vector is not None:
+            self._fill_vector(self.vector, seqs)
+        return self.results  # type: ignore[return-value]
+
+    def errors(self) -> int:
+        """Lines whose result carries an error (refused commits included)."""
+        slow = sum(1 for r in self.results if r is not None and r.error is not None)
+        v = self.vector
+        return slow + (0 if v is None else int((~v.is_pull & ~v.accepted).sum()))
+
+    def json_lines(self, first_seq: int) -> pa.Array:
+        """Every line's result as the JSON `apply` prints (one string per line, in line order,
+        exactly msgspec's encoding of its typed result): the lines folded column-wise are
+        written by Arrow string kernels, without a result object each."""
+        seqs, rows = self._per_command_results(first_seq)
+        slow = pa.array([_encode_json(self.results[i]).decode() for i in rows.tolist()],
+                        pa.string())
+        v = self.vector
+        if v is None:
+            return slow
+        line = pa.array(v.rows + self.line_base, pa.int64()).cast(pa.string())
+        offset = pa.array(v.offset, pa.int64()).cast(pa.string())
+        pull, accepted = v.is_pull, v.accepted & ~v.is_pull
+        refused = ~v.is_pull & ~v.accepted
+        seq = pa.array(seqs[v.rows], pa.int64()).cast(pa.string())
+        reason = pa.array(np.where(v.invalid, "invalid", "stale").astype(object), pa.string())
+        text = [
+            _join(pull, '{"line":', line, ',"op":"pull","seq":', seq, ',"next_offset":', offset,
+                  ',"generation":', pa.array(v.generation, pa.int64()).cast(pa.string()),
+                  ',"count":', pa.array(v.count, pa.int64()).cast(pa.string()), "}"),
+            _join(accepted, '{"line":', line, ',"op":"commit","seq":', seq,
+                  ',"accepted":true,"reason":null,"offset":', offset, "}"),
+            _join(refused, '{"line":', line, ',"op":"commit","error":"commit refused: ', reason,
+                  '","accepted":false,"reason":"', reason, '","offset":', offset, "}"),
+        ]
+        at = np.concatenate((rows, v.rows[pull], v.rows[accepted], v.rows[refused]))
+        order = np.empty(len(at), np.int64)
+        order[at] = np.arange(len(at))
+        return pa.concat_arrays([slow, *text]).take(pa.array(order, pa.int64()))
+
+    def result_table(self, first_seq: int) -> pa.Table:
+        """`final_results` as RESULT_SCHEMA columns, without a dict per line folded column-wise."""
+        v = self.vector
+        if v is None:
+            return results_table(self.final_results(first_seq))
+        seqs, rows = self._per_command_results(first_seq)
+        slow = results_table([self.results[i] for i in rows.tolist()])  # type: ignore[misc]
+        refused = ~v.is_pull & ~v.accepted
+        reason = np.where(v.invalid, 1, 2)
+        reasons = pa.array([None, "invalid", "stale"], pa.string())
+        errors = pa.array([None, "commit refused: invalid", "commit refused: stale"], pa.string())
+        code = pa.array(np.where(refused, reason, 0).astype(np.int8))
+        pull, commit = v.is_pull, ~v.is_pull
+        fast = pa.table([
+            pa.array(v.rows + self.line_base, pa.int64()),
+            pa.array(["commit", "pull"], pa.string()).take(pa.array(pull.astype(np.int8))),
+            pa.array(seqs[v.rows], pa.int64(), mask=refused),
+            errors.take(code),
+            pa.array(v.accepted, pa.bool_(), mask=pull),
+            reasons.take(code),
+            pa.array(v.offset, pa.int64(), mask=pull),
+            pa.array(v.offset, pa.int64(), mask=commit),
+            pa.array(v.generation, pa.int64(), mask=commit),
+            pa.array(v.count, pa.int64(), mask=commit),
+            pa.nulls(len(v.rows), pa.string()),
+        ], schema=RESULT_SCHEMA)
+        table = pa.concat_tables([slow, fast])
+        # every line is in exactly one of the two: line order is the inverse permutation
+        at = np.concatenate((rows, v.rows))
+        order = np.empty(len(at), np.int64)
+        order[at] = np.arange(len(at))
+        return table.take(pa.array(order, pa.int64()))
+
+    def _fill_vector(self, v: VectorResults, seqs: np.ndarray) -> None:
+        results, base = self.results, self.line_base
+        p = v.is_pull
+        rows = v.rows[p]
+        for row, line, nxt, gen, cnt, seq in zip(
+                rows.tolist(), (rows + base).tolist(), v.offset[p].tolist(),
+                v.generation[p].tolist(), v.count[p].tolist(), seqs[rows].tolist(), strict=True):
+            results[row] = PullResult(line=line, op="pull", seq=seq, next_offset=nxt,
+                                      generation=gen, count=cnt)
+        a = v.accepted
+        rows = v.rows[a]
+        for row, line, off, seq in zip(rows.tolist(), (rows + base).tolist(),
+                                       v.offset[a].tolist(), seqs[rows].tolist(), strict=True):
+            results[row] = CommitResult(line=line, op="commit", seq=seq, accepted=True,
+                                        reason=None, offset=off)
+        refused = ~p & ~a
+        rows = v.rows[refused]
+        for row, line, off, bad in zip(rows.tolist(), (rows + base).tolist(),
+                                       v.offset[refused].tolist(), v.invalid[refused].tolist(),
+                                       strict=True):
+            reason = "invalid" if bad else "stale"
+            results[row] = CommitResult(line=line, op="commit", accepted=False, reason=reason,
+                                        offset=off, error=f"commit refused: {reason}")

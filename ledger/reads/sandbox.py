@@ -1,0 +1,85 @@
+"""Read-only SQL that the engine itself keeps read-only (not a text check): every query runs in
+a fresh in-memory DuckDB over Arrow copies of the view's tables and an Arrow dataset of the
+log's segments, with file system access, extension loading and configuration changes
+disabled. Nothing a query does can reach the view file, the log or the machine's files, and
+only one SELECT (or EXPLAIN) statement is accepted, told apart from a syntax error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from ledger.errors import InvalidInput
+from ledger.fold.events import EVENT_SCHEMA
+from ledger.reads.lag_series import install_lag_series
+from ledger.reads.timeline import EMPTY_CHECKPOINT
+from ledger.store.view import VIEWS_DDL, View, arrow_result, events_select
+
+READ_STATEMENTS = ("SELECT", "EXPLAIN")
+LOCKED_CONFIG = {"enable_external_access": False, "autoinstall_known_extensions": False,
+                 "autoload_known_extensions": False, "allow_community_extensions": False}
+
+
+def statement_kind(con: duckdb.DuckDBPyConnection, query: str) -> str:
+    """The one statement's type; InvalidInput for a syntax error, several statements or a
+    statement that is not a read, each with its own message."""
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.ParserException as e:
+        raise InvalidInput(f"sql syntax error: {_first_line(e)}") from None
+    if len(statements) != 1:
+        raise InvalidInput(f"sql must be one read-only statement, got {len(statements)}")
+    kind = statements[0].type.name
+    if kind not in READ_STATEMENTS:
+        raise InvalidInput(f"sql must be one read-only query (SELECT ...), not a {kind} statement")
+    return kind
+
+
+def run_read_only(view: View, segments: Sequence[Path], tail: pa.Table,
+                  checkpoint: Path | None, query: str) -> pa.Table:
+    """`query` over copies of the view's tables, its views (progress, pending_resets), the
+    events of `segments` plus `tail` (`events`, and `events_raw` without the derived
+    prev_offset) and the `lag_series` macro over them and `checkpoint` (the state where the
+    log starts, None at seq 0)."""
+    con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))
+    try:
+        statement_kind(con, query)
+        con.execute("SET threads TO 2")
+        for name, table in view.tables().items():
+            con.register(name, table)
+        clock = view.con.execute("SELECT getvariable('ledger_now_ms')").fetchone()
+        if clock and clock[0] is not None:
+            con.execute(f"SET VARIABLE ledger_now_ms = {int(clock[0])}")
+        con.execute(VIEWS_DDL)
+        con.register("events_segments", ds.dataset([str(p) for p in segments], schema=EVENT_SCHEMA,
+                                                   format="parquet"))
+        con.register("events_tail", tail)
+        cols = ", ".join(f'"{n}"' for n in EVENT_SCHEMA.names)
+        source = (f"SELECT {cols} FROM events_segments UNION ALL SELECT {cols} FROM events_tail")
+        con.execute("CREATE VIEW events AS " + events_select(source))
+        con.execute("CREATE VIEW events_raw AS " + source)
+        start = "SELECT * FROM " + (_registered(con, "lag_series_start", pq.read_table(checkpoint))
+                                    if checkpoint is not None else EMPTY_CHECKPOINT)
+        install_lag_series(con, start)
+        con.execute("SET lock_configuration = true")
+        try:
+            return arrow_result(con.execute(query))
+        except duckdb.Error as e:
+            raise InvalidInput(f"sql error: {_first_line(e)}") from None
+    finally:
+        con.close()
+
+
+def _registered(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> str:
+    con.register(name, table)
+    return name
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -1,0 +1,370 @@
+"""The DuckDB materialized view of the fold (DESIGN.md, View).
+
+Tables hold the current state; only rows the fold touched since the last flush are rewritten,
+in one transaction together with the log position they reflect (exactly-once catch-up, as a
+pyeventsourcing projection). `events` is a temporary view over the sealed Parquet segments and
+the decoded active tail, so SQL sees every event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ledger.errors import LedgerError
+from ledger.fold.events import EVENT_SCHEMA
+from ledger.fold.state import Key, QueueKey, State
+
+DDL = """
+CREATE TABLE IF NOT EXISTS offsets (
+    consumer_group VARCHAR NOT NULL, topic VARCHAR NOT NULL, queue_id INTEGER NOT NULL,
+    committed_offset BIGINT, pulled_offset BIGINT, generation INTEGER NOT NULL,
+    pending BOOLEAN NOT NULL, last_client VARCHAR, last_active_ts BIGINT, last_update_ts BIGINT
+);
+CREATE TABLE IF NOT EXISTS client_offsets (
+    consumer_group VARCHAR NOT NULL, topic VARCHAR NOT NULL, queue_id INTEGER NOT NULL,
+    client_id VARCHAR NOT NULL, committed_offset BIGINT, pulled_offset BIGINT,
+    generation INTEGER NOT NULL, pending BOOLEAN NOT NULL, last_active_ts BIGINT,
+    last_update_ts BIGINT
+);
+CREATE TABLE IF NOT EXISTS queues (
+    topic VARCHAR NOT NULL, queue_id INTEGER NOT NULL, min_offset BIGINT NOT NULL,
+    max_offset BIGINT NOT NULL, last_update_ts BIGINT
+);
+CREATE TABLE IF NOT EXISTS groups (
+    consumer_group VARCHAR NOT NULL, mode VARCHAR NOT NULL, initial VARCHAR NOT NULL,
+    client_timeout_ms BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS appends (
+    topic VARCHAR NOT NULL, queue_id INTEGER NOT NULL, first_offset BIGINT NOT NULL,
+    ts BIGINT NOT NULL, store_ts BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS view_position (next_seq BIGINT NOT NULL);
+"""
+#: The views over the tables (also created in the read-only SQL sandbox over copies of them).
+VIEWS_DDL = """
+CREATE OR REPLACE VIEW pending_resets AS
+    SELECT consumer_group, topic, queue_id, NULL::VARCHAR AS client_id, generation
+    FROM offsets WHERE pending
+    UNION ALL
+    SELECT consumer_group, topic, queue_id, client_id, generation FROM client_offsets WHERE pending;
+CREATE OR REPLACE VIEW progress AS
+WITH clock AS (
+    SELECT coalesce(TRY_CAST(getvariable('ledger_now_ms') AS BIGINT), epoch_ms(now())) AS now_ms
+), broadcast AS (
+    SELECT c.consumer_group, c.topic, c.queue_id,
+           min(c.committed_offset) FILTER (
+               WHERE (SELECT now_ms FROM clock) - c.last_active_ts
+                     <= coalesce(g.client_timeout_ms, 120000)) AS live_committed,
+           min(c.pulled_offset) FILTER (
+               WHERE (SELECT now_ms FROM clock) - c.last_active_ts
+                     <= coalesce(g.client_timeout_ms, 120000)) AS live_pulled,
+           max(c.generation) AS generation, max(c.last_update_ts) AS last_update_ts
+    FROM client_offsets c JOIN groups g USING (consumer_group)
+    WHERE c.committed_offset IS NOT NULL AND g.mode = 'broadcast'
+    GROUP BY ALL
+), keyed AS (
+    SELECT consumer_group, topic, queue_id FROM offsets WHERE committed_offset IS NOT NULL
+    UNION
+    SELECT consumer_group, topic, queue_id FROM broadcast
+), merged AS (
+    SELECT k.consumer_group, k.topic, k.queue_id,
+           CASE WHEN b.live_committed IS NOT NULL THEN b.live_committed
+                ELSE o.committed_offset END AS committed_offset,
+           CASE WHEN b.live_committed IS NOT NULL THEN b.live_pulled
+                ELSE o.pulled_offset END AS pulled_offset,
+           coalesce(o.generation, b.generation) AS generation,
+           greatest(o.last_update_ts, b.last_update_ts) AS last_update_ts
+    FROM keyed k
+    LEFT JOIN offsets o USING (consumer_group, topic, queue_id)
+    LEFT JOIN broadcast b USING (consumer_group, topic, queue_id)
+)
+SELECT m.consumer_group, m.topic, m.queue_id, q.min_offset, q.max_offset,
+       m.committed_offset,
+       greatest(coalesce(m.pulled_offset, m.committed_offset), m.committed_offset)
+           AS pulled_offset,
+       -- null while the queue's bounds are unknown (DuckDB's greatest skips a null)
+       CASE WHEN q.max_offset IS NOT NULL THEN greatest(q.max_offset - m.committed_offset, 0)
+       END AS lag,
+       -- time lag: how long the message at the committed offset has waited (its append's store
+       -- time; the append holding an offset is the last one starting at or before it)
+       CASE WHEN q.max_offset <= m.committed_offset THEN 0
+            ELSE (SELECT now_ms FROM clock) - a.store_ts END AS lag_ms,
+       greatest(coalesce(m.pulled_offset, m.committed_offset) - m.committed_offset, 0)
+           AS inflight,
+       CASE WHEN q.max_offset IS NOT NULL
+            THEN greatest(q.max_offset - greatest(coalesce(m.pulled_offset, m.committed_offset),
+                                                  m.committed_offset), 0) END AS ready,
+       m.generation,
+       m.last_update_ts,
+       m.committed_offset < q.min_offset AS behind_retention
+FROM merged m LEFT JOIN queues q USING (topic, queue_id)
+ASOF LEFT JOIN appends a
+    ON a.topic = m.topic AND a.queue_id = m.queue_id AND a.first_offset <= m.committed_offset
+WHERE m.committed_offset IS NOT NULL;
+"""
+
+VIEW_TABLES = ("offsets", "client_offsets", "queues", "groups", "appends")
+
+_OFFSETS_SCHEMA = pa.schema([
+    ("consumer_group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
+    ("committed_offset", pa.int64()), ("pulled_offset", pa.int64()),
+    ("generation", pa.int32()), ("pending", pa.bool_()), ("last_client", pa.string()),
+    ("last_active_ts", pa.int64()), ("last_update_ts", pa.int64()),
+])
+_CLIENTS_SCHEMA = pa.schema([
+    ("consumer_group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
+    ("client_id", pa.string()), ("committed_offset", pa.int64()), ("pulled_offset", pa.int64()),
+    ("generation", pa.int32()), ("pending", pa.bool_()), ("last_active_ts", pa.int64()),
+    ("last_update_ts", pa.int64()),
+])
+_QUEUES_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("min_offset", pa.int64()),
+    ("max_offset", pa.int64()), ("last_update_ts", pa.int64()),
+])
+_APPENDS_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("first_offset", pa.int64()),
+    ("ts", pa.int64()), ("store_ts", pa.int64()),
+])
+_GROUPS_SCHEMA = pa.schema([
+    ("consumer_group", pa.string()), ("mode", pa.string()), ("initial", pa.string()),
+    ("client_timeout_ms", pa.int64()),
+])
+
+# The derived prev_offset of commits and pulls: the previous value of the same position of the
+# same key (a broadcast client is its own key). expire/delete set it to null: -1 stands for
+# that null inside the window so IGNORE NULLS skips only events of other kinds.
+EVENTS_SELECT = """
+WITH raw AS ({source}),
+pre AS (
+    SELECT r.*, coalesce(g.mode = 'broadcast' AND r.client_id IS NOT NULL, false) AS per_client
+    FROM raw r LEFT JOIN groups g USING (consumer_group)
+    {prefilter}
+)
+SELECT seq, ts, kind, consumer_group, topic, queue_id, "offset",
+       CASE WHEN prev_offset IS NOT NULL OR kind NOT IN ('commit', 'pull') THEN prev_offset
+            WHEN kind = 'commit' THEN nullif(last_value(
+                CASE WHEN kind IN ('initial', 'commit', 'reset', 'sync', 'clamp', 'expire', 'delete')
+                     THEN coalesce("offset", -1) END IGNORE NULLS) OVER w, -1)
+            ELSE nullif(last_value(
+                CASE WHEN kind IN ('pull', 'initial', 'reset', 'expire', 'delete')
+                     THEN coalesce("offset", -1) END IGNORE NULLS) OVER w, -1)
+       END AS prev_offset,
+       generation, client_id, coalesce(actor, client_id) AS actor, store_ts, detail
+FROM pre
+WINDOW w AS (
+    PARTITION BY consumer_group, topic, queue_id, CASE WHEN per_client THEN client_id END
+    ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+"""
+
+
+def events_select(source: str, prefilter: str = "") -> str:
+    """The events with derived prev_offset; `prefilter` (a WHERE on key columns or an upper
+    ts bound) may only drop whole keys or later events, never an event's predecessor."""
+    return EVENTS_SELECT.format(source=source, prefilter=prefilter)
+
+
+def _in_list(items: Sequence[str]) -> str:
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in items) + "]"
+
+
+def segments_source(paths: Sequence[Path], tail_name: str | None) -> str:
+    """A SELECT over the sealed segments (pruned by DuckDB's Parquet statistics) and the tail."""
+    cols = ", ".join(f'"{n}"' for n in EVENT_SCHEMA.names)
+    parts = []
+    if paths:
+        parts.append(f"SELECT {cols} FROM read_parquet({_in_list([str(p) for p in paths])})")
+    if tail_name:
+        parts.append(f"SELECT {cols} FROM {tail_name}")
+    if not parts:
+        types = ", ".join(
+            f'NULL::{_duck_type(f.type)} AS "{f.name}"' for f in EVENT_SCHEMA
+        )
+        parts.append(f"SELECT {types} WHERE false")
+    return " UNION ALL ".join(parts)
+
+
+def _duck_type(t: pa.DataType) -> str:
+    return {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.string(): "VARCHAR"}[t]
+
+
+def _columns(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """Rows to an Arrow table column by column (no per-row dicts)."""
+    cols = list(zip(*rows, strict=True))
+    return pa.Table.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+
+class View:
+    """The DuckDB connection holding the view tables; file-backed or in memory (readers)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        con.execute("SET threads TO 2")
+        had_appends = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'appends'"
+        ).fetchall()[0][0]
+        con.execute(DDL)
+        con.execute(VIEWS_DDL)
+        if not had_appends:  # a view written before appends were kept: rewritten at open
+            con.execute("DELETE FROM view_position")
+        # appends are only ever added: per queue, how many the table holds
+        self._appends_held: dict[QueueKey, int] = {
+            (t, q): n for t, q, n in con.execute(
+                "SELECT topic, queue_id, count(*) FROM appends GROUP BY ALL").fetchall()}
+
+    @classmethod
+    def open(cls, path: Path | None) -> View:
+        try:
+            return cls(duckdb.connect(str(path) if path is not None else ":memory:"))
+        except duckdb.IOException as e:  # another process holds the file (DuckDB's lock)
+            text = " ".join(str(e).split())
+            holder = re.search(r"\(PID \d+\)", text)
+            raise LedgerError(
+                f"cannot open the view {path}: {text[:holder.end()] if holder else text[:200]}; "
+                "close the other process's connection to it") from None
+
+    def position(self) -> int | None:
+        rows = self.con.execute("SELECT max(next_seq) FROM view_position").fetchall()
+        return rows[0][0] if rows else None
+
+    def set_clock(self, now_ms: int) -> None:
+        self.con.execute(f"SET VARIABLE ledger_now_ms = {int(now_ms)}")
+
+    def write_full(self, state: State, next_seq: int) -> None:
+        """Replace every table with the state (rebuild, or catch-up after a gap)."""
+        self._write(state, None, None, None, next_seq)
+
+    def flush(self, state: State, next_seq: int) -> None:
+        """Write the rows touched since the last flush plus the position, in one transaction."""
+        clean = not (state.dirty_keys or state.dirty_queues or state.dirty_groups)
+        if clean and self.position() == next_seq:
+            return
+        self._write(state, state.dirty_keys, state.dirty_queues, state.dirty_groups, next_seq)
+
+    def _write(
+        self, state: State, keys: set[Key] | None, queues: set[QueueKey] | None,
+        groups: set[str] | None, next_seq: int,
+    ) -> None:
+        off_rows, cli_rows = [], []
+        key_iter = state.positions.keys() if keys is None else keys
+        for key in key_iter:
+            p = state.positions.get(key)
+            if p is not None and (p.committed is not None or p.pulled is not None or p.pending):
+                off_rows.append((*key, p.committed, p.pulled, p.generation, p.pending,
+                                 p.last_client, p.last_active_ts, p.last_update_ts))
+        client_keys = state.clients.keys() if keys is None else keys
+        for key in client_keys:
+            for client, p in state.clients.get(key, {}).items():
+                if p.committed is not None or p.pulled is not None or p.pending:
+                    cli_rows.append((*key, client, p.committed, p.pulled, p.generation,
+                                     p.pending, p.last_active_ts, p.last_update_ts))
+        q_iter = state.queues.keys() if queues is None else queues
+        q_rows = [(*qk, state.queues[qk].min_offset, state.queues[qk].max_offset,
+                   state.queues[qk].last_update_ts) for qk in q_iter if qk in state.queues]
+        g_iter = state.groups.keys() if groups is None else groups
+        g_rows = [(g, state.groups[g].mode, state.groups[g].initial,
+                   state.groups[g].client_timeout_ms) for g in g_iter if g in state.groups]
+        held = {} if queues is None else self._appends_held
+        new_appends = _new_appends(state, q_iter, held)
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            self._replace(con, "offsets", _OFFSETS_SCHEMA, off_rows,
+                          None if keys is None else [(*k,) for k in keys],
+                          ("consumer_group", "topic", "queue_id"))
+            self._replace(con, "client_offsets", _CLIENTS_SCHEMA, cli_rows,
+                          None if keys is None else [(*k,) for k in keys],
+                          ("consumer_group", "topic", "queue_id"))
+            self._replace(con, "queues", _QUEUES_SCHEMA, q_rows,
+                          None if queues is None else [(*q,) for q in queues],
+                          ("topic", "queue_id"))
+            self._replace(con, "groups", _GROUPS_SCHEMA, g_rows,
+                          None if groups is None else [(g,) for g in groups],
+                          ("consumer_group",))
+            if queues is None:
+                con.execute("DELETE FROM appends")
+            if new_appends.num_rows:
+                con.register("_appends", new_appends)
+                con.execute("INSERT INTO appends SELECT * FROM _appends")
+                con.unregister("_appends")
+            con.execute("DELETE FROM view_position")
+            con.execute("INSERT INTO view_position VALUES (?)", [next_seq])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        self._appends_held = {**held, **{qk: len(state.queues[qk].append_offset)
+                                         for qk in q_iter if qk in state.queues}}
+        state.dirty_keys.clear()
+        state.dirty_queues.clear()
+        state.dirty_groups.clear()
+
+    @staticmethod
+    def _replace(
+        con: duckdb.DuckDBPyConnection, table: str, schema: pa.Schema, rows: list[tuple],
+        keys: list[tuple] | None, key_cols: tuple[str, ...],
+    ) -> None:
+        if keys is None:
+            con.execute(f"DELETE FROM {table}")
+        elif keys:
+            con.register("_touched", _columns(keys, pa.schema([schema.field(c) for c in key_cols])))
+            cond = " AND ".join(f"{table}.{c} = _touched.{c}" for c in key_cols)
+            con.execute(f"DELETE FROM {table} USING _touched WHERE {cond}")
+            con.unregister("_touched")
+        if rows:
+            con.register("_rows", _columns(rows, schema))
+            con.execute(f"INSERT INTO {table} SELECT * FROM _rows")
+            con.unregister("_rows")
+
+    def refresh_events(self, segment_paths: Sequence[Path], tail: pa.Table) -> None:
+        """Point the `events` view at the current segments and tail (and `events_raw`, the
+        same without the derived prev_offset, at them too)."""
+        self.con.register("events_tail", tail)
+        source = segments_source(segment_paths, "events_tail")
+        self.con.execute("CREATE OR REPLACE TEMP VIEW events AS " + events_select(source))
+        self.con.execute("CREATE OR REPLACE TEMP VIEW events_raw AS " + source)
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The view's tables as Arrow (what the SQL sandbox queries)."""
+        return {name: arrow_result(self.con.execute(f"SELECT * FROM {name}"))
+                for name in VIEW_TABLES}
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _new_appends(state: State, queues: Any, held: dict[QueueKey, int]) -> pa.Table:
+    """The appends of `queues` the table does not hold yet, as Arrow (no per-row tuples)."""
+    parts: dict[str, list] = {name: [] for name in _APPENDS_SCHEMA.names}
+    for qk in queues:
+        q = state.queues.get(qk)
+        if q is None:
+            continue
+        start = held.get(qk, 0)
+        n = len(q.append_offset) - start
+        if n <= 0:
+            continue
+        parts["topic"].append(pa.array([qk[0]] * n, pa.string()))
+        parts["queue_id"].append(pa.array([qk[1]] * n, pa.int32()))
+        parts["first_offset"].append(pa.array(q.append_offset[start:], pa.int64()))
+        parts["ts"].append(pa.array(q.append_ts[start:], pa.int64()))
+        parts["store_ts"].append(pa.array(q.append_store_ts[start:], pa.int64()))
+    return pa.Table.from_arrays(
+        [pa.chunked_array(parts[f.name], f.type) for f in _APPENDS_SCHEMA], schema=_APPENDS_SCHEMA)
+
+
+def arrow_result(cursor: Any) -> pa.Table:
+    """A DuckDB result as Arrow: DuckDB 2 renamed `fetch_arrow_table` to `to_arrow_table` (and
+    warns about the copy a DB-API result makes, which these small results can afford)."""
+    import warnings
+
+    fetch = getattr(cursor, "to_arrow_table", None) or cursor.fetch_arrow_table
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return fetch()

@@ -1,0 +1,273 @@
+"""`Writer`: the log, the fold's state and the DuckDB view of one data directory, and the clock.
+
+Everything that makes events durable or derives data from them lives here, below the commands
+and the folds that produce events: append (one fsync per batch), checkpoints, view flushes,
+listing a background seal. The view and the checkpoints never hold what the log does not: they
+are written only while the state equals the log (every folded event appended), and a batch that
+fails after folding marks the writer unusable until it is reopened from disk.
+
+A reader (`readonly`) is the same object over a consistent snapshot: the manifest's segments, the
+newest checkpoint and the intact tail, with an in-memory view; it never takes the writer lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerUnusable
+from ledger.fold.events import EVENT_SCHEMA, EventBuffer
+from ledger.fold.state import State
+from ledger.store import settings as settings_mod
+from ledger.store.checkpoint import state_to_table, table_to_state
+from ledger.store.settings import LedgerSettings
+from ledger.store.view import View
+from storage import CorruptSegmentError, FileSystem, LogSettings, SegmentedLog, StorageError
+
+logger = logging.getLogger(__name__)
+
+VIEW_FILE = "view.duckdb"
+CHECKPOINT_TS_KEY = b"offset_ledger.last_ts"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def log_settings(cfg: LedgerSettings) -> LogSettings:
+    return LogSettings(
+        segment_events_max=cfg.segment_events_max, segment_bytes_max=cfg.segment_bytes_max,
+        segment_age_ms_max=cfg.segment_age_ms_max, durability=cfg.durability,
+        seal_in_background=True,
+    )
+
+
+class Writer:
+    """One data directory's log, state, view and clock; the only place events become durable."""
+
+    def __init__(self, root: Path, log: SegmentedLog, state: State, view: View,
+                 settings: LedgerSettings, clock: Callable[[], int], readonly: bool) -> None:
+        self.root = root
+        self.log = log
+        self.state = state
+        self.view = view
+        self.settings = settings
+        self.clock = clock
+        self.readonly = readonly
+        self.unusable: str | None = None
+        self.last_append_s = 0.0  # how long the last append took (write + fsync): metrics
+        self._batches_since_flush = 0
+        self._last_flush = time.monotonic()
+        # a seal listed by a read (`settle`): the next append checkpoints at it
+        self._seal_without_checkpoint = False
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, root: Path, *, clock: Callable[[], int], fs: FileSystem | None = None,
+             **settings: Any) -> Writer:
+        """Open (creating if needed) a data directory as its single writer."""
+        cfg = settings_mod.merged(root, settings)
+        log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
+                                fs=fs)
+        try:
+            if settings and any(v is not None for v in settings.values()):
+                settings_mod.save(root, cfg)  # only the lock holder may change them
+            state = load_state(log)
+            view = View.open(root / VIEW_FILE)
+            writer = cls(root, log, state, view, cfg, clock, readonly=False)
+            if view.position() != log.next_seq:
+                view.write_full(state, log.next_seq)
+            else:
+                state.dirty_keys.clear()
+                state.dirty_queues.clear()
+                state.dirty_groups.clear()
+            return writer
+        except BaseException:
+            log.close()
+            raise
+
+    @classmethod
+    def open_reader(cls, root: Path, *, clock: Callable[[], int],
+                    fs: FileSystem | None = None) -> Writer:
+        """A consistent read-only snapshot with an in-memory view (the file is the writer's)."""
+        if not (root / "log").exists():
+            raise InvalidInput(f"no ledger at {root}: nothing written yet")
+        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False, fs=fs)
+        try:
+            state = load_state(log)
+            view = View.open(None)
+            view.write_full(state, log.next_seq)
+        except BaseException:
+            log.close()
+            raise
+        return cls(root, log, state, view, settings_mod.load(root), clock, readonly=True)
+
+    def catch_up(self) -> int:
+        """A reader follows the log: take the manifest and tail as they are now and fold the
+        events appended since (only durable ones: the writer acknowledges after its fsync),
+        then write the touched rows to the in-memory view. Returns the events folded. A
+        reader left behind the log start (log retention) starts again from the checkpoint."""
+        if not self.readonly:
+            return 0
+        self.log.refresh()
+        if self.state.events_applied < self.log.start_seq:
+            self.state = load_state(self.log)
+            self.view.write_full(self.state, self.log.next_seq)
+            return self.log.next_seq
+        start = self.state.events_applied
+        if self.log.next_seq <= start:
+            return 0
+        events = self.log.read(seq_gte=start)
+        if events.num_rows:
+            self.state.apply_columns(events.to_pydict())
+        self.view.flush(self.state, self.log.next_seq)
+        return events.num_rows
+
+    def close(self) -> None:
+        """List a running seal, checkpoint it, flush the view, release the log."""
+        try:
+            if not self.readonly and self.unusable is None:
+                self.settle(checkpoint=True)
+                self.flush_view()
+        finally:
+            self.view.close()
+            self.log.close()
+
+    # ------------------------------------------------------------------ time and state
+    def now_ms(self) -> int:
+        """Ledger time: never goes backwards (ts = max(clock, last ts))."""
+        return max(self.clock(), self.state.last_ts)
+
+    def check_writable(self) -> None:
+        if self.readonly:
+            raise LedgerError(f"ledger at {self.root} is open read-only (another process writes)")
+        if self.unusable is not None:
+            raise LedgerUnusable(self.unusable)
+
+    def in_step(self) -> bool:
+        """The state holds exactly the log's events (no folded event waits for its append)."""
+        return self.state.events_applied == self.log.next_seq
+
+    def fail(self, error: BaseException) -> None:
+        """A batch failed after folding: the state may be ahead of the log. Nothing derived is
+        written from it again; the ledger must be reopened from disk."""
+        if self.unusable is None:
+            self.unusable = (f"a write failed ({type(error).__name__}: {error}); the in-memory "
+                             "state may be ahead of the log: reopen the ledger")
+
+    # ------------------------------------------------------------------ appends
+    def append(self, events: EventBuffer | pa.RecordBatch,
+               before_derived: Callable[[], None] | None = None) -> int:
+        """Make `events` (already folded into the state) durable; returns their first seq.
+        `before_derived` runs before a checkpoint or view flush reads the state (the column
+        path writes its deferred positions back then)."""
+        if isinstance(events, EventBuffer):
+            if not events:
+                return self.log.next_seq
+            events = events.to_record_batch(self.log.next_seq)
+        if events.num_rows == 0:
+            return self.log.next_seq
+        started = time.perf_counter()
+        try:
+            result = self.log.append(events)
+        except BaseException as e:
+            self.fail(e)
+            raise
+        self.last_append_s = time.perf_counter() - started
+        # The batch is durable from here on: a failing checkpoint or view flush must not fail
+        # the append (a retrying client would write it twice). Both are derived and retried:
+        # the next seal or interval checkpoints again, and touched rows stay dirty until a
+        # flush succeeds (every read flushes first, and reports the error then).
+        cps = self.log.checkpoints()
+        checkpoint = (result.sealed or self._seal_without_checkpoint
+                      or (self.log.next_seq - (cps[-1] if cps else 0)
+                          >= self.settings.checkpoint_interval_events))
+        self._batches_since_flush += 1
+        flush = (self._batches_since_flush >= self.settings.view_flush_batches
+                 or (time.monotonic() - self._last_flush) * 1000 >= self.settings.view_flush_ms)
+        if (checkpoint or flush) and before_derived is not None:
+            before_derived()
+        try:
+            if checkpoint:
+                self.checkpoint()
+            if flush:
+                self.flush_view()
+        except (StorageError, OSError, duckdb.Error) as e:
+            logger.warning("derived data not written after a durable append (retried later): %s", e)
+        return result.first_seq
+
+    def settle(self, *, checkpoint: bool = False) -> None:
+        """Wait for a segment the log is sealing in the background and list it, so that reads
+        find it as Parquet rather than as WAL rows. Its checkpoint is written now if
+        `checkpoint` (at close), else by the next append (a read may come in the middle of an
+        apply, while folded positions are not yet written back). A failure is logged: the WAL
+        stays the source, and the next change or open seals again."""
+        if self.readonly:
+            return
+        try:
+            if self.log.settle():
+                self._seal_without_checkpoint = True
+            if checkpoint and self._seal_without_checkpoint:
+                self.checkpoint()
+        except (StorageError, OSError) as e:
+            logger.warning("a background seal could not be listed (retried later): %s", e)
+
+    def checkpoint(self) -> None:
+        """The state at the log end as a checkpoint; only while the state equals the log."""
+        if not self.in_step():
+            logger.warning("checkpoint skipped: the state holds events not yet in the log")
+            return
+        table = state_to_table(self.state)
+        meta = {CHECKPOINT_TS_KEY: str(self.state.last_ts).encode()}
+        self.log.write_checkpoint(self.log.next_seq, table.replace_schema_metadata(meta))
+        self._seal_without_checkpoint = False
+
+    def flush_view(self) -> None:
+        """Write the touched rows and the log position to the view; only while the state equals
+        the log, so that the view never holds what the log does not."""
+        if self.readonly or not self.in_step() or self.unusable is not None:
+            return
+        self.view.flush(self.state, self.log.next_seq)
+        self._batches_since_flush = 0
+        self._last_flush = time.monotonic()
+
+    def ready_view(self) -> View:
+        """The view caught up with the log, its clock set, `events` over every segment."""
+        self.settle()
+        self.flush_view()
+        self.view.set_clock(self.now_ms())
+        self.view.refresh_events(tuple(self.log.segment_paths()), self.log.tail())
+        return self.view
+
+    def rebuild(self) -> None:
+        """Recreate the state and the view from the newest checkpoint plus the log."""
+        self.check_writable()
+        self.state = load_state(self.log)
+        self.view.write_full(self.state, self.log.next_seq)
+
+
+def load_state(log: SegmentedLog) -> State:
+    """Newest checkpoint at or before the log end, then the log from there."""
+    cps = [c for c in log.checkpoints() if c <= log.next_seq]
+    state = State()
+    start = 0
+    if cps:
+        start = cps[-1]
+        state = table_to_state(log.read_checkpoint(start))
+        if state.events_applied != start:  # a checkpoint of another log, or a damaged one
+            raise CorruptSegmentError(
+                log.checkpoint_path(start), 0, start, f"holds the state after "
+                f"{state.events_applied} events, not {start}: run `offset-ledger verify`")
+    elif log.start_seq > 0:
+        raise HistoryUnavailable(
+            f"log starts at seq {log.start_seq} but no checkpoint covers it: cannot rebuild state")
+    data = log.read(seq_gte=start)
+    if data.num_rows:
+        state.apply_columns(data.to_pydict())
+    return state
