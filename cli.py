@@ -346,6 +346,9 @@ def init(
                                     help="Seal a log segment at this age (PT1H)."),
     durability: str = typer.Option(None, "--durability", metavar="always|batch|none",
                                    help="fsync every append (always), per batch, or never."),
+    clock_skew: str = typer.Option(None, "--clock-skew", metavar="DURATION",
+                                   help="How far a command's ts may run ahead of the clock "
+                                        "(default PT10S); beyond it only a backfill may."),
     as_json: bool = json_opt(),
 ) -> None:
     """Create or re-configure a data directory; the settings persist for later commands."""
@@ -353,7 +356,8 @@ def init(
 
     settings = {"segment_events_max": segment_events, "segment_bytes_max": segment_bytes,
                 "segment_age_ms_max": duration_arg(segment_age, "--segment-age"),
-                "durability": durability}
+                "durability": durability,
+                "clock_skew_ms": duration_arg(clock_skew, "--clock-skew")}
     with open_writer(ctx, **settings) as led:
         out = {"data_dir": str(led.root), **msgspec.structs.asdict(led.settings)}
     emit(out, as_json)
@@ -853,10 +857,11 @@ def _watch_rocketmq(ctx: typer.Context, file: str, source: str, interval_ms: int
           "stale_bak": stats.stale_bak}, as_json)
 
 
-def _run_import(ctx: typer.Context, imported: Any, as_json: bool, path: str, what: str) -> None:
+def _run_import(ctx: typer.Context, imported: Any, as_json: bool, path: str, what: str,
+                backfill: bool = False) -> None:
     """An importer's commands through the ledger, with a progress bar on a terminal."""
     with progress_bar(f"{what} {len(imported.commands)} commands", len(imported.commands),
-                      not as_json) as advance, open_writer(ctx) as led:
+                      not as_json) as advance, open_writer(ctx, backfill=backfill) as led:
         summary = led.submit_import(imported, on_progress=advance)
     emit({"file": path, **summary} if as_json else
          {k: v for k, v in summary.items() if k not in ("notes", "groups")}, as_json)
@@ -918,15 +923,19 @@ def import_kafka_offsets(
                                     "the offsets formatter (text or JSON form)."),
     source: str = typer.Option(None, "--source", metavar="NAME",
                                help="Where it came from (recorded as actor sync:NAME)."),
+    backfill: bool = typer.Option(False, "--backfill",
+                                  help="Take commit times beyond the clock skew as given "
+                                       "(they move the ledger's clock forward for good)."),
     as_json: bool = json_opt(),
 ) -> None:
     """The cluster's commit history: each offset commit a sync at its commitTimestamp (in time
-    order), each tombstone the removal of the offset."""
+    order), each tombstone the removal of the offset. A commitTimestamp beyond the ledger's
+    clock skew refuses the import (exit 2, naming the record) unless --backfill."""
     from ledger.importers.kafka_offsets import parse_kafka_offsets
 
     imported = parse_kafka_offsets(read_text(file, "file"),
                                    source_name("kafka-offsets", file, source))
-    _run_import(ctx, imported, as_json, file, "import")
+    _run_import(ctx, imported, as_json, file, "import", backfill)
 
 
 @sync_app.command("kafka-csv")
@@ -955,6 +964,9 @@ def apply(
                                help="NDJSON commands, one per line (- or none: stdin); or a "
                                     "Parquet file (*.parquet) with a column per field, null = "
                                     "absent, which folds column-wise."),
+    backfill: bool = typer.Option(False, "--backfill",
+                                  help="Take a `ts` beyond the clock skew as given (simulations, "
+                                       "replays of synthetic time); else such a line is refused."),
     as_json: bool = json_opt(),
 ) -> None:
     """Apply commands in batches; one JSON result per input line on stdout, always. Exit 0 when
@@ -964,7 +976,7 @@ def apply(
     if file != "-" and file.endswith(".parquet"):
         table = read_parquet(file)
         with progress_bar("apply", table.num_rows, not as_json) as advance, \
-                open_writer(ctx) as led:
+                open_writer(ctx, backfill=backfill) as led:
             encode = msgspec.json.Encoder().encode
             chunks = ((b"".join(encode(r) + b"\n" for r in part), len(part),
                        sum(r.error is not None for r in part))
@@ -973,7 +985,8 @@ def apply(
     else:
         stream, total = open_input(file)
         try:
-            with progress_bar("apply", total, not as_json) as advance, open_writer(ctx) as led:
+            with progress_bar("apply", total, not as_json) as advance, \
+                    open_writer(ctx, backfill=backfill) as led:
                 lines, errors = _write_results(led.apply_ndjson(stream, on_bytes=advance), None)
         finally:
             if stream is not sys.stdin.buffer:

@@ -125,14 +125,18 @@ class Ledger:
     @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, clock: Callable[[], int] | None = None,
-        readonly: bool = False, fs: FileSystem | None = None, **settings: Any,
+        readonly: bool = False, fs: FileSystem | None = None, backfill: bool = False,
+        **settings: Any,
     ) -> Ledger:
-        """Open (creating if needed) a data directory as its single writer, or as a reader."""
+        """Open (creating if needed) a data directory as its single writer, or as a reader.
+        `backfill`: commands through this handle may carry a `ts` more than the clock skew
+        (setting `clock_skew_ms`) ahead of `clock` (simulations, replays of synthetic time);
+        otherwise such a command is refused naming its ts."""
         root = Path(path)
         clock = clock or wall_clock_ms
         if readonly:
             return cls(Writer.open_reader(root, clock=clock, fs=fs))
-        return cls(Writer.open(root, clock=clock, fs=fs, **settings))
+        return cls(Writer.open(root, clock=clock, fs=fs, backfill=backfill, **settings))
 
     @classmethod
     def open_for_read(cls, path: str | os.PathLike[str], **kw: Any) -> Ledger:
@@ -205,10 +209,13 @@ class Ledger:
 
     def submit_decoded(self, commands: Sequence[Command | LedgerError], *,
                        actor: str | Sequence[str | None] | None = None,
-                       denied: Sequence[str | None] | None = None) -> list[Result]:
+                       denied: Sequence[str | None] | None = None,
+                       backfill: bool | Sequence[bool] = False) -> list[Result]:
         """`submit` of commands already decoded and validated by `ledger.commands.command` (from_json,
-        decode_document: a request body, an NDJSON line), or their decoding errors."""
-        return execute(self.writer, commands, actor=actor, denied=denied).results
+        decode_document: a request body, an NDJSON line), or their decoding errors. `backfill`
+        (for all, or per command): the sender may give a `ts` beyond the clock skew."""
+        return execute(self.writer, commands, actor=actor, denied=denied,
+                       backfill=backfill).results
 
     def submit_one(self, command: Command | dict[str, Any], *,
                    actor: str | None = None) -> Result:
@@ -380,7 +387,9 @@ class Ledger:
 
     def submit_import(self, imported: ImportResult | list[dict[str, Any]], *,
                       on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        """An importer's commands (ledger.importers), in batches; a summary of what changed."""
+        """An importer's commands (ledger.importers), in batches; a summary of what changed.
+        A record timed beyond the clock skew refuses the whole import (InvalidInput naming it)
+        unless this ledger was opened with `backfill`."""
         return submit_import(self.writer, imported, on_progress=on_progress)
 
     # ------------------------------------------------------------------ reset

@@ -45,32 +45,46 @@ from ledger.store.writer import Writer
 from ledger.timeparse import parse_duration, parse_time
 
 
-def line_time(writer: Writer, cmd: Command) -> int:
-    """The ledger time of a command: its `ts` (never before the last event), else the clock."""
+def line_time(writer: Writer, cmd: Command, ts_limit: int | None) -> int:
+    """The ledger time of a command: its `ts` (never before the last event; at most `ts_limit`
+    unless None: see `Writer.ts_limit_ms`), else the clock."""
     if cmd.ts is None:
         return writer.now_ms()
-    return max(parse_time(cmd.ts, writer.now_ms), writer.state.last_ts)
+    ts = writer.check_ts(parse_time(cmd.ts, writer.now_ms), cmd.ts, ts_limit)
+    return max(ts, writer.state.last_ts)
+
+
+def ts_limit_of(writer: Writer, may_backfill: bool, ts_limit: int | None = None) -> int | None:
+    """The latest `ts` this sender may give (None: any): the writer's limit (or the one a caller
+    fixed for its run, so that both paths of a run judge alike), unless it may backfill."""
+    if may_backfill or writer.backfill:
+        return None
+    return writer.ts_limit_ms() if ts_limit is None else ts_limit
 
 
 def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuffer,
         now: int | None = None, actor: str | None = None,
-        errors: dict[int, LedgerError] | None = None, denied: str | None = None) -> Result:
+        errors: dict[int, LedgerError] | None = None, denied: str | None = None, *,
+        may_backfill: bool = False, ts_limit: int | None = None) -> Result:
     """Run one command, folding its events into `events`. `now`: its ledger time when the caller
     computed it (the column path); `actor`: who sent it, overriding what it claims (the
     server's authenticated name); `denied`: why the sender may not (the server's role or
     group rule): nothing runs, and a reset is recorded as `reset_refused` with that rule.
-    `errors` collects the exception behind an error result."""
+    `may_backfill`: the sender may give a `ts` beyond the clock skew; `ts_limit`: the limit
+    otherwise, when the caller fixed one. `errors` collects the exception behind an error
+    result."""
     if isinstance(cmd, LedgerError):
         if errors is not None:
             errors[line] = cmd
         return Result(line=line, error=str(cmd))
     op = op_of(cmd)
+    limit = ts_limit_of(writer, may_backfill, ts_limit)
     if denied is not None:
         return _denied(writer, cmd, line, op, events, actor, denied, errors)
     try:
-        at = line_time(writer, cmd) if now is None else now
-        if now is not None and cmd.ts is not None:
-            parse_time(cmd.ts, now)  # validated all the same
+        at = line_time(writer, cmd, limit) if now is None else now
+        if now is not None and cmd.ts is not None:  # validated all the same
+            writer.check_ts(parse_time(cmd.ts, now), cmd.ts, limit)
         result = _dispatch(writer, cmd, line, op, at, events, actor)
     except LedgerError as e:
         if errors is not None:
@@ -90,7 +104,7 @@ def _denied(writer: Writer, cmd: Command, line: int, op: str, events: EventBuffe
     message = (f"forbidden: {actor or 'this sender'} may not {op.replace('_', ' ')}"
                + (f" group {group!r}" if group else "") + f" ({rule})")
     if type(cmd) is Reset:
-        now = line_time(writer, cmd)
+        now = writer.now_ms()  # (a refused sender's ts is not taken)
         detail = {"mode": scenario_field(cmd), "refused_by": rule, "message": message}
         if cmd.reason:
             detail["reason"] = cmd.reason
