@@ -1056,8 +1056,12 @@ def token_add(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="Who the token is: the actor of "
                                                          "everything it does."),
-    role: list[str] = typer.Option(..., "--role", metavar="consume|produce|operate|audit",
-                                   help="A role of the token; repeatable."),
+    role: list[str] = typer.Option(
+        ..., "--role", metavar="consume|produce|sync|operate|audit|backfill",
+        help="A role of the token; repeatable. consume: pull, commit, read its groups' progress "
+             "and lag; produce: queue append/truncate; sync: sync and queue bounds (brokers, "
+             "mirrors, importers); operate: resets, group set/delete, sync; audit: every read; "
+             "backfill: may give a ts beyond the clock skew."),
     groups: list[str] = typer.Option(None, "--groups", metavar="GLOB",
                                      help="Groups it may touch (globs; repeatable; default all)."),
     tokens: Path = typer.Option(None, "--tokens", metavar="FILE",

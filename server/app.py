@@ -15,12 +15,13 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from ledger import Ledger
 from ledger.reads.documents import encode_json
 from server.committer import BatchStats, Committer
 from server.console import ConsoleFiles
+from server.guard import Guard
 from server.metrics import Metrics
 from server.openapi import openapi_document
 from server.reads import ReadSide
@@ -44,6 +45,7 @@ class App:
         self.metrics: Metrics | None = None
         self.openapi = b""
         self.console: ConsoleFiles | None = None
+        self.guard: Guard | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -62,6 +64,7 @@ class App:
         # from the loop, so a client that connects on reading the line is not refused.
         loop.call_soon(_say_serving, settings)
         self.console = ConsoleFiles()
+        self.guard = Guard(settings, tokens_on=self.tokens is not None)
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:
@@ -74,15 +77,19 @@ class App:
             return
         started = time.perf_counter()
         route_name = "unknown"
+        # HEAD answers as GET does, without the body (RFC 9110)
+        method = "GET" if scope.method == "HEAD" else scope.method
         try:
+            assert self.guard is not None
+            self.guard.check_site(scope.headers)
             if ConsoleFiles.serves(scope.path):
                 route_name = "console"
-                if scope.method != "GET":
-                    raise HttpError(405, f"{scope.method} is not allowed on {scope.path}: use GET",
-                                    (("allow", "GET"),))
+                if method != "GET":
+                    raise HttpError(405, f"{method} is not allowed on {scope.path}: use GET",
+                                    (("allow", "GET, HEAD"),))
                 status, body, headers = self._console_file(scope)
             else:
-                route, params = _match(scope.method, scope.path)
+                route, params = _match(method, scope.path)
                 route_name = route.pattern
                 status, body, headers = await self._answer(route, params, scope, proto)
         except HttpError as e:
@@ -93,7 +100,7 @@ class App:
                 logger.exception("internal error on %s %s", scope.method, scope.path)
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             body, headers = encode_json({"error": message}), _JSON
-        proto.response_bytes(status, headers, body)
+        proto.response_bytes(status, headers, b"" if scope.method == "HEAD" else body)
         if self.metrics is not None:
             self.metrics.requests.labels(route_name).observe(time.perf_counter() - started)
 
@@ -107,9 +114,11 @@ class App:
             if not token.may_read():
                 raise HttpError(403, f"forbidden: {token.name} may not read metrics")
             return 200, await asyncio.to_thread(self.metrics.render), _TEXT
+        if route.body:
+            assert self.guard is not None
+            self.guard.check_content_type(route.method, scope.headers.get("content-type"))
         body = await self._body(scope, proto) if route.body else b""
-        query = {k: v[-1] for k, v in parse_qs(scope.query_string,
-                                                keep_blank_values=True).items()}
+        query = _query(scope.query_string)
         unknown = sorted(set(query) - set(route.query))
         if unknown:
             raise HttpError(400, f"unknown query parameter {unknown[0]!r}: "
@@ -186,16 +195,29 @@ _SPECIAL = {("GET", "/metrics"): Route("GET", "/metrics", None, "Prometheus text
                                             "This document", answer="Object", public=True)}
 
 
+def _query(query_string: str) -> dict[str, str]:
+    """The query parameters, each given once (a repeated one is refused: which one counts
+    would be a guess)."""
+    query = {}
+    for k, v in parse_qs(query_string, keep_blank_values=True).items():
+        if len(v) > 1:
+            raise HttpError(400, f"query parameter {k!r} is given {len(v)} times: give it once")
+        query[k] = v[0]
+    return query
+
+
 def _match(method: str, path: str) -> tuple[Route, dict[str, str]]:
+    """The route of `path`, which granian has percent-decoded already: a path segment is taken
+    as it is (`/v1/groups/a%2541` names group `a%41`), never decoded twice."""
     route = _EXACT.get((method, path)) or _SPECIAL.get((method, path))
     if route is not None:
         return route, {}
     for route in _PATTERNS:
         m = route.regex.match(path)
-        if m is not None and route.method == method:  # (`%` in a group name comes as %25)
-            return route, {k: unquote(v) for k, v in m.groupdict().items()}
-    allowed = ", ".join(sorted({r.method for r in (*ROUTES, *_SPECIAL.values())
-                                if r.regex.match(path)}))
+        if m is not None and route.method == method:
+            return route, m.groupdict()
+    methods = {r.method for r in (*ROUTES, *_SPECIAL.values()) if r.regex.match(path)}
+    allowed = ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
     if allowed:  # RFC 9110: a 405 says which methods the path takes
         raise HttpError(405, f"{method} is not allowed on {path}: use {allowed}",
                         (("allow", allowed),))

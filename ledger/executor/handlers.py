@@ -167,6 +167,13 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                            max_offset=hi)
     if t is Sync:
         s: Sync = cmd  # type: ignore[assignment]
+        refusal = sync_refusal(writer, s, actor, now, events)
+        if refusal is not None:
+            pos = state.positions.get((s.group, s.topic, s.queue_id))
+            return SyncResult(line=line, op=op, consumer_group=s.group, topic=s.topic,
+                              queue_id=s.queue_id, from_offset=pos.committed if pos else None,
+                              to_offset=s.offset, changed=False, error=refusal[1],
+                              refused="policy")
         before = state.decide_sync(s.group, s.topic, s.queue_id, s.offset, s.source, now,
                                    events, actor)
         return SyncResult(line=line, op=op, consumer_group=s.group, topic=s.topic,
@@ -217,6 +224,32 @@ def _reset(writer: Writer, cmd: Reset, line: int, now: int, events: EventBuffer,
     writer.state.decide_reset(planned.items, who, detail, now, events)
     result.executed = True
     return result
+
+
+def sync_refusal(writer: Writer, cmd: Sync, actor: str | None, now: int,
+                 events: EventBuffer) -> tuple[str, str] | None:
+    """(rule, message) when `reset-policy.toml` refuses a sync that moves an offset back
+    (max_rewind_messages: a sync overwrites as a reset does), recorded in `events` as a
+    `reset_refused` with the actor and the rule; else None. The one check of a sync's rewind,
+    for whichever path folds syncs."""
+    pos = writer.state.positions.get((cmd.group, cmd.topic, cmd.queue_id))
+    before = pos.committed if pos is not None else None
+    if before is None or cmd.offset is None or cmd.offset >= before:
+        return None  # only a move back is guarded: the policy is read for those alone
+    policy = ResetPolicy.load(writer.root)
+    refusal = policy.rewind_refusal(before - cmd.offset, f"sync of {cmd.topic}:{cmd.queue_id}",
+                                    "reset with --force instead")
+    if refusal is None:
+        return None
+    rule, message = refusal
+    message = f"sync refused by policy rule {rule}: {message}"
+    who = actor or f"sync:{cmd.source}"
+    detail = {"mode": "sync", "source": cmd.source, "topic": cmd.topic,
+              "queue_id": cmd.queue_id, "from_offset": before, "to_offset": cmd.offset,
+              "refused_by": rule, "message": message}
+    writer.state.emit(events, ResetRefused(ts=now, consumer_group=cmd.group, actor=who,
+                                           detail=json.dumps(detail, separators=(",", ":"))))
+    return rule, message
 
 
 def reset_result(line: int, group: str, planned: Planned, *, executed: bool) -> ResetResult:
