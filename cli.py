@@ -759,13 +759,17 @@ def sql(
                                      "progress, groups."),
     fmt: str = typer.Option("table", "--format", metavar="table|csv|json",
                             help="Output format."),
+    timeout: float = typer.Option(10.0, "--timeout", metavar="S",
+                                  help="Stop the query after S seconds (exit 2)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Read-only DuckDB SQL over the ledger's views."""
     if fmt not in ("table", "csv", "json"):
         raise InvalidInput(f"invalid --format {fmt!r}: use table, csv or json")
+    if not timeout > 0:
+        raise InvalidInput(f"invalid --timeout {timeout!r}: must be more than 0 seconds")
     with open_reader(ctx) as led:
-        table = led.sql(query)
+        table = led.sql(query, timeout_s=timeout)
     if as_json or fmt == "json":
         emit_json(table.to_pylist())
     elif table.num_rows == 0 and fmt == "table":
@@ -1101,28 +1105,31 @@ def serve(
                                               "idle keep-alive limit)."),
     body_timeout: float = typer.Option(30.0, "--body-timeout", metavar="S",
                                        help="Seconds to send a request's body."),
+    sql_timeout: float = typer.Option(10.0, "--sql-timeout", metavar="S",
+                                      help="Stop a SQL query after S seconds (then 400)."),
     as_json: bool = typer.Option(False, "--json", help='Once serving, print {"url": URL} on '
                                                        "stdout (one JSON document)."),
 ) -> None:
     """Serve the ledger over HTTP (API v1, group commit, metrics) until SIGTERM/SIGINT."""
     from ledger import Ledger
     from server import serve as run_server
-    from server.settings import ServeSettings
+    from server.settings import ServeSettings, resolve_host
+    from server.tls import check_tls_files
     from server.tokens import TokenFile
 
     root = data_dir(ctx)
     settings = ServeSettings(
-        data_dir=str(root.resolve()), host=host, port=port,
+        data_dir=str(root.resolve()), host=resolve_host(host), port=port,
         tokens=str(tokens.resolve()) if tokens is not None else None,
         tls_cert=str(tls_cert) if tls_cert is not None else None,
         tls_key=str(tls_key) if tls_key is not None else None,
         max_body_bytes=max_body_bytes, max_commands_per_request=max_commands,
-        header_timeout_s=header_timeout, body_timeout_s=body_timeout, announce_json=as_json)
+        header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+        sql_timeout_s=sql_timeout, announce_json=as_json)
     if tokens is not None:
         TokenFile.load(tokens)  # a bad file is refused before anything starts
-    for path in (tls_cert, tls_key):
-        if path is not None and not path.is_file():
-            raise InvalidInput(f"TLS file {str(path)!r} does not exist")
+    if tls_cert is not None and tls_key is not None:
+        check_tls_files(tls_cert, tls_key)  # names the wrong file (TLS says "PEM lib")
     Ledger.open(root).close()  # recovery, and the writer lock is free: say so now, in one line
     raise typer.Exit(run_server(settings))
 

@@ -56,6 +56,7 @@ from ledger.fold.state import Key, PlanItem, State, snapshot_rows
 from ledger.importers.result import ImportResult
 from ledger.limits import check_name
 from ledger.reads import queries
+from ledger.reads.sandbox import SqlQuery
 from ledger.reads.state_at import state_at
 from ledger.reset.plan import Planned, plan
 from ledger.reset.scenarios import Scenario, Scope
@@ -453,9 +454,15 @@ class Ledger:
         """Current committed offsets from memory, same shape as `state_at` rows."""
         return snapshot_rows(self.state, self.now_ms(), group)
 
-    def sql(self, query: str) -> pa.Table:
-        """One read-only query over events, offsets, client_offsets, queues, groups, progress."""
-        return queries.sql(self.writer, query)
+    def sql(self, query: str, *, timeout_s: float | None = None) -> pa.Table:
+        """One read-only query over events, offsets, client_offsets, queues, groups, progress;
+        stopped after `timeout_s` seconds (QueryStopped)."""
+        return queries.sql(self.writer, query, timeout_s)
+
+    def prepare_sql(self, query: str) -> SqlQuery:
+        """`sql`'s query in its sandbox, to `run(timeout_s)` apart from this ledger (and
+        `interrupt()` from another thread)."""
+        return queries.prepare_sql(self.writer, query)
 
     def progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
         return queries.progress(self.writer, group, topic)

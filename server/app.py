@@ -4,7 +4,8 @@ granian parses HTTP, keeps connections alive, times out slow headers and termina
 Rust threads; this module only routes, authenticates, bounds bodies and answers. The ledger
 opens in `__rsgi_init__` (recovery, then `serving http://HOST:PORT` on stderr) and closes in
 `__rsgi_del__`, which granian calls after the last request on SIGTERM/SIGINT: the committer
-answers everything accepted, the view is flushed, the process exits 0.
+answers everything accepted, the view is flushed, the process exits 0. The worker dies with
+granian's main process and reloads its tokens on SIGHUP (server/process.py).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from ledger import Ledger
+from ledger import InvalidInput, Ledger
 from ledger.reads.documents import encode_json
 from server.committer import BatchStats, Committer
 from server.console import ConsoleFiles
 from server.guard import Guard
 from server.metrics import Metrics
 from server.openapi import openapi_document
+from server.process import die_with_parent, worker_signals
 from server.reads import ReadSide
 from server.routes import ROUTES, Api, HttpError, Request, Route, error_status
 from server.settings import ServeSettings
@@ -50,6 +52,8 @@ class App:
     # ---------------------------------------------------------------- lifecycle
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         settings = ServeSettings.from_env()
+        die_with_parent(settings.parent_pid)
+        worker_signals(loop, before_stop=self._interrupt_reads, on_hangup=self.reload_tokens)
         root = Path(settings.data_dir)
         self.tokens = TokenFile.load(Path(settings.tokens)) if settings.tokens else None
         stats = BatchStats()
@@ -68,8 +72,29 @@ class App:
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:
+            # a runaway query would hold the process at exit (its thread is joined): stop it
+            self.api.reads.interrupt_all("the server is shutting down")
             self.api.committer.stop(self.api.settings.shutdown_timeout_s)
             self.api.reads.close()
+
+    def _interrupt_reads(self) -> None:
+        if self.api is not None:
+            self.api.reads.interrupt_all("the server is shutting down")
+
+    def reload_tokens(self) -> None:
+        """SIGHUP: read the tokens file again (a removed token stops working at once); an
+        unreadable file keeps the tokens in force and says why."""
+        if self.api is None or self.tokens is None:
+            logger.warning("SIGHUP: no tokens file to reload (the server runs without --tokens)")
+            return
+        path = Path(self.api.settings.tokens or "")
+        try:
+            tokens = TokenFile.load(path)
+        except InvalidInput as e:
+            logger.error("SIGHUP: tokens file not reloaded, the old tokens stay in force: %s", e)
+            return
+        self.tokens = tokens
+        logger.warning("SIGHUP: reloaded %d token(s) from %s", len(tokens.tokens), path)
 
     # ---------------------------------------------------------------- requests
     async def __rsgi__(self, scope: Any, proto: Any) -> None:
@@ -123,8 +148,8 @@ class App:
         if unknown:
             raise HttpError(400, f"unknown query parameter {unknown[0]!r}: "
                                  f"{route.pattern} takes {', '.join(route.query) or 'none'}")
-        status, answer = await route.handler(self.api, Request(scope.method, scope.path, params,
-                                                               query, body, token))
+        status, answer = await route.handler(self.api, Request(
+            route.method, scope.path, params, query, body, token, proto.client_disconnect))
         return status, answer, _JSON
 
     def _console_file(self, scope: Any) -> tuple[int, bytes, list[tuple[str, str]]]:
@@ -181,7 +206,7 @@ class App:
 
 
 def _say_serving(settings: ServeSettings) -> None:
-    url = f"{settings.scheme}://{settings.host}:{settings.port}"
+    url = settings.url
     sys.stderr.write(f"serving {url}\n")
     sys.stderr.flush()
     if settings.announce_json:

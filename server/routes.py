@@ -65,6 +65,8 @@ class Request:
     query: dict[str, str]
     body: bytes
     token: Token
+    #: Resolves when the client has gone (granian's `client_disconnect`): work for it can stop.
+    disconnected: Callable[[], Awaitable[None]] | None = None
 
 
 Answer = tuple[int, bytes]
@@ -331,7 +333,16 @@ async def sql(api: Api, req: Request) -> Answer:
         body = msgspec.json.decode(req.body, type=SqlBody)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise HttpError(400, f"sql needs a JSON body {{\"query\": ...}}: {e}") from None
-    return _json(200, await api.read(lambda led: led.sql(body.query).to_pylist()))
+    prepared = await asyncio.to_thread(api.reads.prepare_sql, body.query)
+    running = asyncio.ensure_future(asyncio.to_thread(api.reads.run_sql, prepared,
+                                                      api.settings.sql_timeout_s))
+    if req.disconnected is not None:  # nobody would read the answer: stop computing it
+        left = asyncio.ensure_future(req.disconnected())
+        await asyncio.wait({running, left}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            prepared.interrupt("its client left")
+        left.cancel()
+    return _json(200, (await running).to_pylist())
 
 
 async def healthz(api: Api, req: Request) -> Answer:
