@@ -199,14 +199,16 @@ class Ledger:
     # ------------------------------------------------------------------ the write path
     def submit(self, commands: Sequence[Command | dict[str, Any]], *,
                actor: str | Sequence[str | None] | None = None,
-               denied: Sequence[str | None] | None = None) -> list[Result]:
+               denied: Sequence[str | None] | None = None,
+               backfill: bool | Sequence[bool] = False) -> list[Result]:
         """Run a batch of commands (typed, or dicts of the `apply` fields): validated, folded,
         made durable with one fsync; one result per command, in order, once durable. A bad
         command answers with its error and appends nothing; the others go on. `actor` (the
         server's authenticated names: one for all, or one per command) replaces whatever
         actor the commands claim; `denied` (per command) the rule by which its sender may not
-        send it: refused, and a refused reset recorded for auditors."""
-        return self._execute(commands, actor, denied).results
+        send it: refused, and a refused reset recorded for auditors. `backfill` (for all, or
+        per command): the sender may give a `ts` beyond the clock skew."""
+        return self._execute(commands, actor, denied, backfill).results
 
     def submit_decoded(self, commands: Sequence[Command | LedgerError], *,
                        actor: str | Sequence[str | None] | None = None,
@@ -229,14 +231,15 @@ class Ledger:
 
     def _execute(self, commands: Sequence[Command | dict[str, Any]],
                  actor: str | Sequence[str | None] | None,
-                 denied: Sequence[str | None] | None = None) -> Executed:
+                 denied: Sequence[str | None] | None = None,
+                 backfill: bool | Sequence[bool] = False) -> Executed:
         checked: list[Command | LedgerError] = []
         for c in commands:
             try:
                 checked.append(from_obj(c))
             except LedgerError as e:
                 checked.append(e)
-        return execute(self.writer, checked, actor=actor, denied=denied)
+        return execute(self.writer, checked, actor=actor, denied=denied, backfill=backfill)
 
     def apply(self, commands: Iterable[Any] | pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any]]:
         """Apply commands in batches; yield one result per command (the `apply` dict), each only
