@@ -100,8 +100,9 @@ def test_health_and_the_openapi_document_need_no_token(served: Served) -> None:
     assert served.call(None, "GET", "/healthz")[0] == 200
     status, doc = served.call(None, "GET", "/openapi.json")
     assert status == 200 and isinstance(doc, dict)
-    assert doc["components"]["securitySchemes"] == {"bearer": {"type": "http",
-                                                              "scheme": "bearer"}}
+    bearer = doc["components"]["securitySchemes"]["bearer"]
+    assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")
+    assert "sync (sync, and queue append, truncate and bounds" in bearer["description"]
 
 
 PULL = {"group": G, "topic": T, "queue_id": 1, "client": "w1", "max": 5}
