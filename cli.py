@@ -346,6 +346,9 @@ def init(
                                     help="Seal a log segment at this age (PT1H)."),
     durability: str = typer.Option(None, "--durability", metavar="always|batch|none",
                                    help="fsync every append (always), per batch, or never."),
+    clock_skew: str = typer.Option(None, "--clock-skew", metavar="DURATION",
+                                   help="How far a command's ts may run ahead of the clock "
+                                        "(default PT10S); beyond it only a backfill may."),
     as_json: bool = json_opt(),
 ) -> None:
     """Create or re-configure a data directory; the settings persist for later commands."""
@@ -353,7 +356,8 @@ def init(
 
     settings = {"segment_events_max": segment_events, "segment_bytes_max": segment_bytes,
                 "segment_age_ms_max": duration_arg(segment_age, "--segment-age"),
-                "durability": durability}
+                "durability": durability,
+                "clock_skew_ms": duration_arg(clock_skew, "--clock-skew")}
     with open_writer(ctx, **settings) as led:
         out = {"data_dir": str(led.root), **msgspec.structs.asdict(led.settings)}
     emit(out, as_json)
@@ -755,13 +759,17 @@ def sql(
                                      "progress, groups."),
     fmt: str = typer.Option("table", "--format", metavar="table|csv|json",
                             help="Output format."),
+    timeout: float = typer.Option(10.0, "--timeout", metavar="S",
+                                  help="Stop the query after S seconds (exit 2)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Read-only DuckDB SQL over the ledger's views."""
     if fmt not in ("table", "csv", "json"):
         raise InvalidInput(f"invalid --format {fmt!r}: use table, csv or json")
+    if not timeout > 0:
+        raise InvalidInput(f"invalid --timeout {timeout!r}: must be more than 0 seconds")
     with open_reader(ctx) as led:
-        table = led.sql(query)
+        table = led.sql(query, timeout_s=timeout)
     if as_json or fmt == "json":
         emit_json(table.to_pylist())
     elif table.num_rows == 0 and fmt == "table":
@@ -853,10 +861,11 @@ def _watch_rocketmq(ctx: typer.Context, file: str, source: str, interval_ms: int
           "stale_bak": stats.stale_bak}, as_json)
 
 
-def _run_import(ctx: typer.Context, imported: Any, as_json: bool, path: str, what: str) -> None:
+def _run_import(ctx: typer.Context, imported: Any, as_json: bool, path: str, what: str,
+                backfill: bool = False) -> None:
     """An importer's commands through the ledger, with a progress bar on a terminal."""
     with progress_bar(f"{what} {len(imported.commands)} commands", len(imported.commands),
-                      not as_json) as advance, open_writer(ctx) as led:
+                      not as_json) as advance, open_writer(ctx, backfill=backfill) as led:
         summary = led.submit_import(imported, on_progress=advance)
     emit({"file": path, **summary} if as_json else
          {k: v for k, v in summary.items() if k not in ("notes", "groups")}, as_json)
@@ -918,15 +927,19 @@ def import_kafka_offsets(
                                     "the offsets formatter (text or JSON form)."),
     source: str = typer.Option(None, "--source", metavar="NAME",
                                help="Where it came from (recorded as actor sync:NAME)."),
+    backfill: bool = typer.Option(False, "--backfill",
+                                  help="Take commit times beyond the clock skew as given "
+                                       "(they move the ledger's clock forward for good)."),
     as_json: bool = json_opt(),
 ) -> None:
     """The cluster's commit history: each offset commit a sync at its commitTimestamp (in time
-    order), each tombstone the removal of the offset."""
+    order), each tombstone the removal of the offset. A commitTimestamp beyond the ledger's
+    clock skew refuses the import (exit 2, naming the record) unless --backfill."""
     from ledger.importers.kafka_offsets import parse_kafka_offsets
 
     imported = parse_kafka_offsets(read_text(file, "file"),
                                    source_name("kafka-offsets", file, source))
-    _run_import(ctx, imported, as_json, file, "import")
+    _run_import(ctx, imported, as_json, file, "import", backfill)
 
 
 @sync_app.command("kafka-csv")
@@ -955,6 +968,9 @@ def apply(
                                help="NDJSON commands, one per line (- or none: stdin); or a "
                                     "Parquet file (*.parquet) with a column per field, null = "
                                     "absent, which folds column-wise."),
+    backfill: bool = typer.Option(False, "--backfill",
+                                  help="Take a `ts` beyond the clock skew as given (simulations, "
+                                       "replays of synthetic time); else such a line is refused."),
     as_json: bool = json_opt(),
 ) -> None:
     """Apply commands in batches; one JSON result per input line on stdout, always. Exit 0 when
@@ -964,7 +980,7 @@ def apply(
     if file != "-" and file.endswith(".parquet"):
         table = read_parquet(file)
         with progress_bar("apply", table.num_rows, not as_json) as advance, \
-                open_writer(ctx) as led:
+                open_writer(ctx, backfill=backfill) as led:
             encode = msgspec.json.Encoder().encode
             chunks = ((b"".join(encode(r) + b"\n" for r in part), len(part),
                        sum(r.error is not None for r in part))
@@ -973,7 +989,8 @@ def apply(
     else:
         stream, total = open_input(file)
         try:
-            with progress_bar("apply", total, not as_json) as advance, open_writer(ctx) as led:
+            with progress_bar("apply", total, not as_json) as advance, \
+                    open_writer(ctx, backfill=backfill) as led:
                 lines, errors = _write_results(led.apply_ndjson(stream, on_bytes=advance), None)
         finally:
             if stream is not sys.stdin.buffer:
@@ -1043,8 +1060,12 @@ def token_add(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="Who the token is: the actor of "
                                                          "everything it does."),
-    role: list[str] = typer.Option(..., "--role", metavar="consume|produce|operate|audit",
-                                   help="A role of the token; repeatable."),
+    role: list[str] = typer.Option(
+        ..., "--role", metavar="consume|produce|sync|operate|audit|backfill",
+        help="A role of the token; repeatable. consume: pull, commit, read its groups' progress "
+             "and lag; produce: queue append/truncate; sync: sync and queue bounds (brokers, "
+             "mirrors, importers); operate: resets, group set/delete, sync; audit: every read; "
+             "backfill: may give a ts beyond the clock skew."),
     groups: list[str] = typer.Option(None, "--groups", metavar="GLOB",
                                      help="Groups it may touch (globs; repeatable; default all)."),
     tokens: Path = typer.Option(None, "--tokens", metavar="FILE",
@@ -1084,28 +1105,31 @@ def serve(
                                               "idle keep-alive limit)."),
     body_timeout: float = typer.Option(30.0, "--body-timeout", metavar="S",
                                        help="Seconds to send a request's body."),
+    sql_timeout: float = typer.Option(10.0, "--sql-timeout", metavar="S",
+                                      help="Stop a SQL query after S seconds (then 400)."),
     as_json: bool = typer.Option(False, "--json", help='Once serving, print {"url": URL} on '
                                                        "stdout (one JSON document)."),
 ) -> None:
     """Serve the ledger over HTTP (API v1, group commit, metrics) until SIGTERM/SIGINT."""
     from ledger import Ledger
     from server import serve as run_server
-    from server.settings import ServeSettings
+    from server.settings import ServeSettings, resolve_host
+    from server.tls import check_tls_files
     from server.tokens import TokenFile
 
     root = data_dir(ctx)
     settings = ServeSettings(
-        data_dir=str(root.resolve()), host=host, port=port,
+        data_dir=str(root.resolve()), host=resolve_host(host), port=port,
         tokens=str(tokens.resolve()) if tokens is not None else None,
         tls_cert=str(tls_cert) if tls_cert is not None else None,
         tls_key=str(tls_key) if tls_key is not None else None,
         max_body_bytes=max_body_bytes, max_commands_per_request=max_commands,
-        header_timeout_s=header_timeout, body_timeout_s=body_timeout, announce_json=as_json)
+        header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+        sql_timeout_s=sql_timeout, announce_json=as_json)
     if tokens is not None:
         TokenFile.load(tokens)  # a bad file is refused before anything starts
-    for path in (tls_cert, tls_key):
-        if path is not None and not path.is_file():
-            raise InvalidInput(f"TLS file {str(path)!r} does not exist")
+    if tls_cert is not None and tls_key is not None:
+        check_tls_files(tls_cert, tls_key)  # names the wrong file (TLS says "PEM lib")
     Ledger.open(root).close()  # recovery, and the writer lock is free: say so now, in one line
     raise typer.Exit(run_server(settings))
 

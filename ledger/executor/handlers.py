@@ -45,32 +45,46 @@ from ledger.store.writer import Writer
 from ledger.timeparse import parse_duration, parse_time
 
 
-def line_time(writer: Writer, cmd: Command) -> int:
-    """The ledger time of a command: its `ts` (never before the last event), else the clock."""
+def line_time(writer: Writer, cmd: Command, ts_limit: int | None) -> int:
+    """The ledger time of a command: its `ts` (never before the last event; at most `ts_limit`
+    unless None: see `Writer.ts_limit_ms`), else the clock."""
     if cmd.ts is None:
         return writer.now_ms()
-    return max(parse_time(cmd.ts, writer.now_ms), writer.state.last_ts)
+    ts = writer.check_ts(parse_time(cmd.ts, writer.now_ms), cmd.ts, ts_limit)
+    return max(ts, writer.state.last_ts)
+
+
+def ts_limit_of(writer: Writer, may_backfill: bool, ts_limit: int | None = None) -> int | None:
+    """The latest `ts` this sender may give (None: any): the writer's limit (or the one a caller
+    fixed for its run, so that both paths of a run judge alike), unless it may backfill."""
+    if may_backfill or writer.backfill:
+        return None
+    return writer.ts_limit_ms() if ts_limit is None else ts_limit
 
 
 def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuffer,
         now: int | None = None, actor: str | None = None,
-        errors: dict[int, LedgerError] | None = None, denied: str | None = None) -> Result:
+        errors: dict[int, LedgerError] | None = None, denied: str | None = None, *,
+        may_backfill: bool = False, ts_limit: int | None = None) -> Result:
     """Run one command, folding its events into `events`. `now`: its ledger time when the caller
     computed it (the column path); `actor`: who sent it, overriding what it claims (the
     server's authenticated name); `denied`: why the sender may not (the server's role or
     group rule): nothing runs, and a reset is recorded as `reset_refused` with that rule.
-    `errors` collects the exception behind an error result."""
+    `may_backfill`: the sender may give a `ts` beyond the clock skew; `ts_limit`: the limit
+    otherwise, when the caller fixed one. `errors` collects the exception behind an error
+    result."""
     if isinstance(cmd, LedgerError):
         if errors is not None:
             errors[line] = cmd
         return Result(line=line, error=str(cmd))
     op = op_of(cmd)
+    limit = ts_limit_of(writer, may_backfill, ts_limit)
     if denied is not None:
         return _denied(writer, cmd, line, op, events, actor, denied, errors)
     try:
-        at = line_time(writer, cmd) if now is None else now
-        if now is not None and cmd.ts is not None:
-            parse_time(cmd.ts, now)  # validated all the same
+        at = line_time(writer, cmd, limit) if now is None else now
+        if now is not None and cmd.ts is not None:  # validated all the same
+            writer.check_ts(parse_time(cmd.ts, now), cmd.ts, limit)
         result = _dispatch(writer, cmd, line, op, at, events, actor)
     except LedgerError as e:
         if errors is not None:
@@ -90,7 +104,7 @@ def _denied(writer: Writer, cmd: Command, line: int, op: str, events: EventBuffe
     message = (f"forbidden: {actor or 'this sender'} may not {op.replace('_', ' ')}"
                + (f" group {group!r}" if group else "") + f" ({rule})")
     if type(cmd) is Reset:
-        now = line_time(writer, cmd)
+        now = writer.now_ms()  # (a refused sender's ts is not taken)
         detail = {"mode": scenario_field(cmd), "refused_by": rule, "message": message}
         if cmd.reason:
             detail["reason"] = cmd.reason
@@ -153,6 +167,13 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                            max_offset=hi)
     if t is Sync:
         s: Sync = cmd  # type: ignore[assignment]
+        refusal = sync_refusal(writer, s, actor, now, events)
+        if refusal is not None:
+            pos = state.positions.get((s.group, s.topic, s.queue_id))
+            return SyncResult(line=line, op=op, consumer_group=s.group, topic=s.topic,
+                              queue_id=s.queue_id, from_offset=pos.committed if pos else None,
+                              to_offset=s.offset, changed=False, error=refusal[1],
+                              refused="policy")
         before = state.decide_sync(s.group, s.topic, s.queue_id, s.offset, s.source, now,
                                    events, actor)
         return SyncResult(line=line, op=op, consumer_group=s.group, topic=s.topic,
@@ -203,6 +224,32 @@ def _reset(writer: Writer, cmd: Reset, line: int, now: int, events: EventBuffer,
     writer.state.decide_reset(planned.items, who, detail, now, events)
     result.executed = True
     return result
+
+
+def sync_refusal(writer: Writer, cmd: Sync, actor: str | None, now: int,
+                 events: EventBuffer) -> tuple[str, str] | None:
+    """(rule, message) when `reset-policy.toml` refuses a sync that moves an offset back
+    (max_rewind_messages: a sync overwrites as a reset does), recorded in `events` as a
+    `reset_refused` with the actor and the rule; else None. The one check of a sync's rewind,
+    for whichever path folds syncs."""
+    pos = writer.state.positions.get((cmd.group, cmd.topic, cmd.queue_id))
+    before = pos.committed if pos is not None else None
+    if before is None or cmd.offset is None or cmd.offset >= before:
+        return None  # only a move back is guarded: the policy is read for those alone
+    policy = ResetPolicy.load(writer.root)
+    refusal = policy.rewind_refusal(before - cmd.offset, f"sync of {cmd.topic}:{cmd.queue_id}",
+                                    "reset with --force instead")
+    if refusal is None:
+        return None
+    rule, message = refusal
+    message = f"sync refused by policy rule {rule}: {message}"
+    who = actor or f"sync:{cmd.source}"
+    detail = {"mode": "sync", "source": cmd.source, "topic": cmd.topic,
+              "queue_id": cmd.queue_id, "from_offset": before, "to_offset": cmd.offset,
+              "refused_by": rule, "message": message}
+    writer.state.emit(events, ResetRefused(ts=now, consumer_group=cmd.group, actor=who,
+                                           detail=json.dumps(detail, separators=(",", ":"))))
+    return rule, message
 
 
 def reset_result(line: int, group: str, planned: Planned, *, executed: bool) -> ResetResult:

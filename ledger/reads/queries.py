@@ -13,7 +13,7 @@ from ledger.errors import HistoryUnavailable, InvalidInput
 from ledger.fold.events import KINDS
 from ledger.fold.state import snapshot_rows
 from ledger.limits import OFFSET_MAX, check_name, check_queue_id
-from ledger.reads.sandbox import run_read_only
+from ledger.reads.sandbox import SqlQuery, prepare_read_only
 from ledger.reads.state_at import earliest_answerable_ts
 from ledger.store.view import arrow_result, events_select, segments_source
 from ledger.store.writer import Writer
@@ -160,12 +160,19 @@ def export_csv(writer: Writer, group: str) -> str:
                    for r in export_rows(writer, group))
 
 
-def sql(writer: Writer, query: str) -> pa.Table:
+def sql(writer: Writer, query: str, timeout_s: float | None = None) -> pa.Table:
     """One read-only query over events, offsets, client_offsets, queues, groups, progress,
-    pending_resets: run in a sandbox the engine itself keeps read-only."""
+    pending_resets: run in a sandbox the engine itself keeps read-only, stopped after
+    `timeout_s` seconds (QueryStopped)."""
+    return prepare_sql(writer, query).run(timeout_s)
+
+
+def prepare_sql(writer: Writer, query: str) -> SqlQuery:
+    """The sandbox of `sql`, ready to run apart from `writer` (a server runs it outside its
+    read lock, so other reads do not wait for it)."""
     view = writer.ready_view()
     log = writer.log
     start = log.start_seq
     cps = [c for c in log.checkpoints() if c <= start] if start > 0 else []
-    return run_read_only(view, log.segment_paths(), log.tail(),
-                         log.checkpoint_path(cps[-1]) if cps else None, query)
+    return prepare_read_only(view, log.segment_paths(), log.tail(),
+                             log.checkpoint_path(cps[-1]) if cps else None, query)
