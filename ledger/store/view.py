@@ -339,6 +339,24 @@ class View:
         self.con.close()
 
 
+def stored_position(path: Path) -> int | None:
+    """The log position the view file at `path` records (None: no file, or never written), read
+    in a short read-only connection: a writer opening the log asks it before the view is open."""
+    if not path.exists():
+        return None
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as e:
+        raise LedgerError(f"cannot read the view {path}: {' '.join(str(e).split())[:200]}") from None
+    try:
+        row = con.execute("SELECT max(next_seq) FROM view_position").fetchone()
+    except duckdb.CatalogException:  # a view file without the table: never written
+        return None
+    finally:
+        con.close()
+    return row[0] if row else None
+
+
 def _new_appends(state: State, queues: Any, held: dict[QueueKey, int]) -> pa.Table:
     """The appends of `queues` the table does not hold yet, as Arrow (no per-row tuples)."""
     parts: dict[str, list] = {name: [] for name in _APPENDS_SCHEMA.names}
