@@ -272,14 +272,15 @@ def default_actor() -> str:
 
 
 def read_text(path: str, what: str) -> str:
+    from ledger.commands.input_text import text_of
+
     try:
-        if path == "-":
-            return sys.stdin.read().removeprefix("\ufeff")
-        return Path(path).read_text(encoding="utf-8-sig")
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except FileNotFoundError:
         raise InvalidInput(f"{what} {path!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise InvalidInput(f"cannot read {what} {path!r}: {e}") from None
+    return text_of(data, f"{what} {path!r}")
 
 
 # ====================================================================== the app

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from ledger.commands.command import (
+    BlankLine,
     Command,
     Commit,
     GroupDelete,
@@ -61,6 +62,8 @@ def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuff
     group rule): nothing runs, and a reset is recorded as `reset_refused` with that rule.
     `errors` collects the exception behind an error result."""
     if isinstance(cmd, LedgerError):
+        if type(cmd) is BlankLine:
+            return Result(line=line)  # nothing to do, no error
         if errors is not None:
             errors[line] = cmd
         return Result(line=line, error=str(cmd))
