@@ -58,6 +58,7 @@ from ledger.limits import check_name
 from ledger.reads import queries
 from ledger.reads.state_at import state_at
 from ledger.reset.plan import Planned, plan
+from ledger.reset.plan_file import scenario_fields
 from ledger.reset.scenarios import Scenario, Scope
 from ledger.store.settings import LedgerSettings
 from ledger.store.view import View
@@ -94,11 +95,7 @@ class ResetPlan:
 
     def command(self, *, force: bool = False) -> Reset:
         """The command that executes exactly this plan."""
-        mode, value = self.scenario.mode, self.scenario.value
-        scenario: dict[str, Any] = (
-            {"from_csv": ""} if mode == "from_file"
-            else {mode: True} if mode in ("to_earliest", "to_latest", "to_current")
-            else {mode: value})
+        scenario = scenario_fields(self.scenario)
         return Reset(group=self.group, plan=[
             PlanRow(topic=i.topic, queue_id=i.queue_id, from_offset=i.from_offset,
                     to_offset=i.to_offset) for i in self.items],

@@ -250,13 +250,16 @@ def _validate_reset(cmd: Reset) -> None:
                               ("plan", cmd.plan is not None)) if on]
     if cmd.queue_id is not None and cmd.topic is None:
         raise InvalidInput("reset: queue_id needs a topic")
-    if cmd.plan is not None:
-        if not cmd.execute:
-            raise InvalidInput("reset: a plan is given to be executed: add execute")
+    if cmd.plan is not None:  # executed as it is; without execute, only checked
         if len(scopes) != 1:
             raise InvalidInput("reset: a plan is its own scope: drop topic/topics/all_topics")
+        seen: set[tuple[str, int]] = set()
         for row in cmd.plan:
             check_name(row.topic, "topic")
+            if (row.topic, row.queue_id) in seen:
+                raise InvalidInput(f"duplicate queue {row.topic}:{row.queue_id} in the plan: "
+                                   "one row per queue")
+            seen.add((row.topic, row.queue_id))
         return
     if cmd.from_csv is not None and len(scopes) > 1:
         raise InvalidInput("--from-file is the scope: drop --topic/--all-topics")
