@@ -17,7 +17,7 @@ from ledger.reads.sandbox import run_read_only
 from ledger.reads.state_at import earliest_answerable_ts
 from ledger.store.view import arrow_result, events_select, segments_source
 from ledger.store.writer import Writer
-from ledger.timeparse import iso, parse_time
+from ledger.timeparse import check_time_range, iso, parse_time
 
 PROGRESS_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "committed_offset",
                     "pulled_offset", "lag", "lag_ms", "inflight", "ready", "generation",
@@ -103,6 +103,7 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         raise InvalidInput(f"invalid limit {limit!r}: must be an integer from 0 to {OFFSET_MAX}")
     since_ms = resolve_time(since, writer, "since")
     until_ms = resolve_time(until, writer, "until")
+    check_time_range(since_ms, until_ms)
     pre, pre_params, post, post_params = [], [], [], []
     for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id)):
         if val is not None:
