@@ -56,7 +56,7 @@ from ledger.fold.state import Key, PlanItem, State, snapshot_rows
 from ledger.importers.result import ImportResult
 from ledger.limits import check_name
 from ledger.reads import queries
-from ledger.reads.state_at import state_at
+from ledger.reads.state_at import check_state_answerable, state_at
 from ledger.reset.plan import Planned, plan
 from ledger.reset.plan_file import scenario_fields
 from ledger.reset.scenarios import Scenario, Scope
@@ -481,7 +481,7 @@ class Ledger:
         until = queries.resolve_time(until_ms, self.writer, "until")
         every = parse_duration(every_ms) if isinstance(every_ms, str) else every_ms
         since, until, every = check_series(since, until, every)  # type: ignore[arg-type]
-        queries.check_history_from(self.writer, since)
+        check_state_answerable(self.writer.log, since)  # the series starts from the state then
         return series_document(self.writer, scope, since, until, every)
 
     def queues(self, topic: str | None = None) -> list[dict[str, Any]]:

@@ -184,6 +184,11 @@ class SegmentedLog:
         return self._segments.manifest.log_start_seq
 
     @property
+    def retired_ts_max(self) -> int | None:
+        """The largest ts retention deleted (None: nothing retired, or not recorded)."""
+        return self._segments.manifest.retired_ts_max
+
+    @property
     def writer(self) -> bool:
         """Whether this instance holds the writer lock."""
         return self._writer
