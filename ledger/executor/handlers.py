@@ -148,9 +148,9 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                            max_offset=hi)
     if t is QueueBounds:
         b: QueueBounds = cmd  # type: ignore[assignment]
-        store_ts = now if b.store_time is None else parse_time(b.store_time, now)
+        bound_store_ts = None if b.store_time is None else parse_time(b.store_time, now)
         lo, hi = state.decide_queue_bounds(
-            b.topic, b.queue_id, b.max_offset, b.min_offset, store_ts, now, events,
+            b.topic, b.queue_id, b.max_offset, b.min_offset, bound_store_ts, now, events,
             actor or (f"sync:{b.source}" if b.source else "system"),
             f"bounds from {b.source}" if b.source else None)
         return QueueResult(line=line, op=op, topic=b.topic, queue_id=b.queue_id, min_offset=lo,

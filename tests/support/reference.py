@@ -387,7 +387,7 @@ class ReferenceLedger:
         whose store time is >= t, not below MinOffset; None when there is none."""
         q = self.queues[queue]
         for first, _count, store_ts in q["appends"]:
-            if store_ts >= t:
+            if store_ts is not None and store_ts >= t:  # None: unknown (an importer's bound)
                 return max(first, q["min_offset"])
         return None
 
