@@ -5,13 +5,14 @@ or the view holding its seqs. Only a torn tail that nothing proves acknowledged 
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 
 from ledger import Ledger
 from storage import names
 from tests.reliability.helpers import G, T
+from tests.reliability.helpers import flip_byte as _flip
+from tests.reliability.helpers import verify_json as _verify
 from tests.support.cli import Cli, assert_one_line_error
 from tests.support.clock import FakeClock
 
@@ -38,18 +39,6 @@ def _ledger(root: Path, **settings: object) -> tuple[Path, list[int]]:
                                              if led.log.segments() else 0)
     assert len(_frame_starts(wal)) >= len(firsts)
     return wal, firsts
-
-
-def _flip(path: Path, position: int, mask: int = 0x04) -> None:
-    content = bytearray(path.read_bytes())
-    content[position] ^= mask
-    path.write_bytes(bytes(content))
-
-
-def _verify(root: Path) -> tuple[int, dict]:
-    r = Cli(root)("verify", "--json")
-    assert "Traceback" not in r.stdout + r.stderr
-    return r.exit_code, json.loads(r.stdout)
 
 
 def _committed(root: Path) -> int:
