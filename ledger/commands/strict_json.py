@@ -32,8 +32,10 @@ def _keys(value: Any) -> int:
 def duplicate_key(data: bytes, decoded: Any) -> str | None:
     """The first key given twice in one object of `data` (valid JSON, `decoded` its value), or
     None."""
-    flat = type(decoded) is dict and data.count(b"{") == 1 and b"[" not in data
-    if data.count(b":") == (len(decoded) if flat else _keys(decoded)):
+    colons = data.count(b":")
+    # colons >= keys of every object >= keys of the outer one: equal to the latter, no object
+    # is nested and each key is given once (the common flat command, without a second count)
+    if (type(decoded) is dict and colons == len(decoded)) or colons == _keys(decoded):
         return None
     found: list[str] = []
 
