@@ -272,14 +272,15 @@ def default_actor() -> str:
 
 
 def read_text(path: str, what: str) -> str:
+    from ledger.commands.input_text import text_of
+
     try:
-        if path == "-":
-            return sys.stdin.read().removeprefix("\ufeff")
-        return Path(path).read_text(encoding="utf-8-sig")
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except FileNotFoundError:
         raise InvalidInput(f"{what} {path!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise InvalidInput(f"cannot read {what} {path!r}: {e}") from None
+    return text_of(data, f"{what} {path!r}")
 
 
 # ====================================================================== the app
@@ -532,9 +533,11 @@ def reset(
                                     help="First message stored at or after now - DURATION."),
     to_state_at: str = typer.Option(None, "--to-state-at", metavar="TIME",
                                     help="The group's own committed offsets at ledger time TIME."),
-    from_file: str = typer.Option(None, "--from-file", metavar="CSV",
-                                  help="Kafka CSV (topic,partition,offset or "
-                                       "group,topic,partition,offset); the file is the scope."),
+    from_file: str = typer.Option(None, "--from-file", metavar="FILE",
+                                  help="A plan reviewed with --export-plan (executed as it is, "
+                                       "refused if a queue moved since), or Kafka CSV "
+                                       "(topic,partition,offset or group,topic,partition,offset); "
+                                       "the file is the scope."),
     backward_only: bool = typer.Option(False, "--backward-only",
                                        help="Never move an offset forward."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only plan (the default)."),
@@ -544,25 +547,28 @@ def reset(
     actor: str = typer.Option(None, "--actor", help="Who resets (default $USER)."),
     reason: str = typer.Option(None, "--reason", help="Why, for auditors."),
     export: bool = typer.Option(False, "--export",
-                                help="Print the plan as Kafka CSV (topic,partition,offset)."),
+                                help="Print the plan as Kafka CSV (topic,partition,offset): "
+                                     "targets only, for Kafka's tools."),
+    export_plan: bool = typer.Option(False, "--export-plan",
+                                     help="Print the plan to review (JSON with each queue's "
+                                          "from_offset and the scenario), for --from-file."),
     as_json: bool = json_opt(),
 ) -> None:
     """Reset a group's offsets (Kafka --reset-offsets, RocketMQ resetOffsetByTime); a dry run
     unless --execute."""
-    from ledger import Reset
+    from ledger.reset.plan_file import reset_with_file
 
     if dry_run and execute:
         raise InvalidInput("use either --dry-run or --execute, not both")
-    if export and as_json:
-        raise InvalidInput("use either --export or --json, not both")
-    command = Reset(
+    if sum((export, export_plan, as_json)) > 1:
+        raise InvalidInput("use one output: --export or --json or --export-plan, not two")
+    command = reset_with_file(dict(
         group=group, topics=list(topic) if topic else None, all_topics=all_topics,
         to_offset=to_offset, to_datetime=to_datetime, to_earliest=to_earliest,
         to_latest=to_latest, to_current=to_current, shift_by=shift_by, by_duration=by_duration,
-        to_state_at=to_state_at,
-        from_csv=read_text(from_file, "--from-file") if from_file is not None else None,
-        backward_only=backward_only, execute=execute, force=force,
-        actor=actor or default_actor(), reason=reason)
+        to_state_at=to_state_at, backward_only=backward_only, execute=execute, force=force,
+        actor=actor or default_actor(), reason=reason),
+        read_text(from_file, "--from-file") if from_file is not None else None)
     with (open_writer if execute else open_reader)(ctx) as led:
         result = led.run_reset(command)
     doc = result_doc(result)
@@ -570,7 +576,7 @@ def reset(
         if as_json:
             emit_json(doc)
         raise RefusedError(result.refused or "refused", result.error)
-    emit_plan(doc, as_json, export)
+    emit_plan(doc, as_json, export, export_plan)
     if result.executed:
         note(f"reset executed by {command.actor}: the next pull of each queue starts at its "
              "new offset; commits from before the reset are fenced")
@@ -578,13 +584,20 @@ def reset(
         note("dry run: nothing changed (add --execute to apply)")
 
 
-def emit_plan(doc: dict[str, Any], as_json: bool, export: bool) -> None:
-    """A reset's plan as JSON, Kafka CSV or a table, then what it means for people."""
+def emit_plan(doc: dict[str, Any], as_json: bool, export: bool, export_plan: bool) -> None:
+    """A reset's plan as JSON, Kafka CSV, a plan file or a table, then what it means for
+    people."""
     rows = doc["plan"]
+    for clamped in doc.get("clamped", ()):
+        note(f"warning: {clamped['warning']}")
     if export:
         from ledger.importers.kafka_csv import to_kafka_csv
 
         sys.stdout.write(to_kafka_csv([(r["topic"], r["queue_id"], r["to_offset"]) for r in rows]))
+    elif export_plan:
+        from ledger.reset.plan_file import plan_file_text
+
+        sys.stdout.write(plan_file_text(doc))
     elif as_json:
         emit_json(doc)
     elif rows:

@@ -57,8 +57,9 @@ from ledger.importers.result import ImportResult
 from ledger.limits import check_name
 from ledger.reads import queries
 from ledger.reads.sandbox import SqlQuery
-from ledger.reads.state_at import state_at
+from ledger.reads.state_at import check_state_answerable, state_at
 from ledger.reset.plan import Planned, plan
+from ledger.reset.plan_file import scenario_fields
 from ledger.reset.scenarios import Scenario, Scope
 from ledger.store.settings import LedgerSettings
 from ledger.store.view import View
@@ -95,11 +96,7 @@ class ResetPlan:
 
     def command(self, *, force: bool = False) -> Reset:
         """The command that executes exactly this plan."""
-        mode, value = self.scenario.mode, self.scenario.value
-        scenario: dict[str, Any] = (
-            {"from_csv": ""} if mode == "from_file"
-            else {mode: True} if mode in ("to_earliest", "to_latest", "to_current")
-            else {mode: value})
+        scenario = scenario_fields(self.scenario)
         return Reset(group=self.group, plan=[
             PlanRow(topic=i.topic, queue_id=i.queue_id, from_offset=i.from_offset,
                     to_offset=i.to_offset) for i in self.items],
@@ -503,7 +500,7 @@ class Ledger:
         until = queries.resolve_time(until_ms, self.writer, "until")
         every = parse_duration(every_ms) if isinstance(every_ms, str) else every_ms
         since, until, every = check_series(since, until, every)  # type: ignore[arg-type]
-        queries.check_history_from(self.writer, since)
+        check_state_answerable(self.writer.log, since)  # the series starts from the state then
         return series_document(self.writer, scope, since, until, every)
 
     def queues(self, topic: str | None = None) -> list[dict[str, Any]]:

@@ -10,8 +10,10 @@ others: it becomes that command's result and appends nothing.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ledger.commands.command import (
+    BlankLine,
     Command,
     Commit,
     GroupDelete,
@@ -40,7 +42,7 @@ from ledger.fold.events import EventBuffer, ResetRefused
 from ledger.fold.state import PlanItem
 from ledger.reset.plan import Planned, plan_command, reviewed, scenario_of
 from ledger.reset.policy import ResetPolicy
-from ledger.reset.scenarios import Scenario, reset_detail
+from ledger.reset.scenarios import Scenario, reset_detail, scenario_doc
 from ledger.store.writer import Writer
 from ledger.timeparse import parse_duration, parse_time
 
@@ -74,6 +76,8 @@ def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuff
     otherwise, when the caller fixed one. `errors` collects the exception behind an error
     result."""
     if isinstance(cmd, LedgerError):
+        if type(cmd) is BlankLine:
+            return Result(line=line)  # nothing to do, no error
         if errors is not None:
             errors[line] = cmd
         return Result(line=line, error=str(cmd))
@@ -158,9 +162,9 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                            max_offset=hi)
     if t is QueueBounds:
         b: QueueBounds = cmd  # type: ignore[assignment]
-        store_ts = now if b.store_time is None else parse_time(b.store_time, now)
+        bound_store_ts = None if b.store_time is None else parse_time(b.store_time, now)
         lo, hi = state.decide_queue_bounds(
-            b.topic, b.queue_id, b.max_offset, b.min_offset, store_ts, now, events,
+            b.topic, b.queue_id, b.max_offset, b.min_offset, bound_store_ts, now, events,
             actor or (f"sync:{b.source}" if b.source else "system"),
             f"bounds from {b.source}" if b.source else None)
         return QueueResult(line=line, op=op, topic=b.topic, queue_id=b.queue_id, min_offset=lo,
@@ -205,10 +209,10 @@ def _reset(writer: Writer, cmd: Reset, line: int, now: int, events: EventBuffer,
     policy allows it). A reviewed plan (`cmd.plan`) runs as it is, or not at all."""
     who = actor or cmd.actor
     scenario = scenario_of(cmd, now)
-    planned = (reviewed(writer, cmd.group, cmd.plan, now, backward_only=cmd.backward_only)
-               if cmd.plan is not None
+    planned = (reviewed(writer, cmd, now) if cmd.plan is not None
                else plan_command(writer, cmd, now))
-    result = reset_result(line, cmd.group, planned, executed=False)
+    result = reset_result(line, cmd.group, planned, executed=False,
+                          scenario=scenario_doc(scenario, cmd.backward_only))
     if not planned.items:
         return result
     detail = reset_detail(scenario, cmd.reason, cmd.backward_only)
@@ -252,15 +256,18 @@ def sync_refusal(writer: Writer, cmd: Sync, actor: str | None, now: int,
     return rule, message
 
 
-def reset_result(line: int, group: str, planned: Planned, *, executed: bool) -> ResetResult:
+def reset_result(line: int, group: str, planned: Planned, *, executed: bool,
+                 scenario: dict[str, Any] | None = None) -> ResetResult:
     """What `reset --json` prints: the plan with its counts and the queues left out."""
     return ResetResult(
-        line=line, op="reset", consumer_group=group, executed=executed,
+        line=line, op="reset", consumer_group=group, executed=executed, scenario=scenario,
         plan=[{"consumer_group": i.consumer_group, "topic": i.topic, "queue_id": i.queue_id,
                "from_offset": i.from_offset, "to_offset": i.to_offset} for i in planned.items],
         messages_replayed=planned.messages_replayed, messages_skipped=planned.messages_skipped,
         skipped_queues=[{"topic": t, "queue_id": q} for t, q in planned.skipped],
-        ignored_groups=list(planned.ignored_groups))
+        ignored_groups=list(planned.ignored_groups),
+        clamped=[{"topic": c.topic, "queue_id": c.queue_id, "requested": c.requested,
+                  "to_offset": c.to_offset, "warning": c.message()} for c in planned.clamped])
 
 
 def policy_refusal(writer: Writer, group: str, scenario: Scenario, items: tuple[PlanItem, ...],

@@ -27,9 +27,16 @@ from ledger.fold.state import State
 from ledger.store import settings as settings_mod
 from ledger.store.checkpoint import state_to_table, table_to_state
 from ledger.store.settings import LedgerSettings
-from ledger.store.view import View
+from ledger.store.view import View, stored_position
 from ledger.timeparse import iso
-from storage import CorruptSegmentError, FileSystem, LogSettings, SegmentedLog, StorageError
+from storage import (
+    CorruptSegmentError,
+    FileSystem,
+    LogSettings,
+    SegmentedLog,
+    StorageError,
+    Witness,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +86,7 @@ class Writer:
         commands may carry times ahead of the clock (see `ts_limit_ms`)."""
         cfg = settings_mod.merged(root, settings)
         log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
-                                fs=fs)
+                                fs=fs, witness=lambda: view_witness(root))
         try:
             if settings and any(v is not None for v in settings.values()):
                 settings_mod.save(root, cfg)  # only the lock holder may change them
@@ -273,6 +280,14 @@ class Writer:
         self.check_writable()
         self.state = load_state(self.log)
         self.view.write_full(self.state, self.log.next_seq)
+
+
+def view_witness(root: Path) -> Witness | None:
+    """What the view proves acknowledged: it is flushed only while the state equals the log, after
+    the append (and its fsync under durability "always"), so every event before its position
+    was acknowledged. A damaged WAL frame below it is corruption, never a torn tail to cut."""
+    position = stored_position(root / VIEW_FILE)
+    return None if position is None else Witness(position, f"the view {VIEW_FILE}")
 
 
 def load_state(log: SegmentedLog) -> State:
