@@ -20,6 +20,8 @@ REASON_LENGTH_MAX = 4096
 TS_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant ISO-8601 can print
 LAG_WINDOW_MAX = 1000  # entries per window of `lag` (Burrow keeps 10)
 LAG_SERIES_POINTS_MAX = 10_000  # points of one `lag --since --until --every` series
+#: How far past the ledger's clock a source's time may be (a broker's commitTimestamp).
+FUTURE_SKEW_MS_MAX = 5 * 60 * 1000
 
 
 _VALID_NAMES: set[str] = set()
@@ -62,3 +64,10 @@ def name_from(text: str) -> str:
     """`text` made a valid name: characters outside the alphabet become `_`, cut to the
     length limit (empty stays empty: the caller names its default)."""
     return _NOT_NAME_CHARS.sub("_", text)[:NAME_LENGTH_MAX]
+
+
+def ahead_of_clock(ts_ms: int, clock_ms: int) -> bool:
+    """A time from a source that lies too far in the future to record: it must not move the
+    ledger's clock (which never goes back). The one place the bound is decided (a follower skips
+    and counts such records)."""
+    return ts_ms > clock_ms + FUTURE_SKEW_MS_MAX

@@ -4,7 +4,9 @@ tokens checked against it, and the rule that decides each command and read.
 Only the sha256 of a token is stored: `offset-ledger token add` prints the token once. Roles:
 `consume` (pull, commit, sync, and the progress and lag of its groups), `produce` (queue
 append, truncate, bounds), `operate` (resets, group set and delete), `audit` (every read, SQL
-included). `groups` are globs restricting the groups a token may touch (default: all).
+included), `sync` (a cluster's follower: syncs, queue bounds, a group delete the cluster made,
+the progress of its groups). `groups` are globs restricting the groups a token may touch
+(default: all).
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from ledger.commands.command import Command, op_of
 from ledger.errors import InvalidInput
 from ledger.limits import check_name
 
-ROLES = ("consume", "produce", "operate", "audit")
+ROLES = ("consume", "produce", "operate", "audit", "sync")
 #: The role a command needs.
 ROLE_OF_OP = {"pull": "consume", "commit": "consume", "sync": "consume",
               "queue_append": "produce", "queue_truncate": "produce", "queue_bounds": "produce",
               "reset": "operate", "group_set": "operate", "group_delete": "operate"}
+#: What a `sync` token may send (a follower of a cluster: offsets, queue bounds, and a group
+#: the cluster removed) and nothing else; it reads the progress of its groups (its position).
+SYNC_OPS = frozenset({"sync", "queue_append", "queue_truncate", "queue_bounds"})
 TOKEN_BYTES = 32
 
 
@@ -45,14 +50,17 @@ class Token:
 
     def denies(self, cmd: Command) -> str | None:
         """Why this token may not send `cmd` ("role" or "group"), or None."""
-        if ROLE_OF_OP[op_of(cmd)] not in self.roles:
+        op = op_of(cmd)
+        by_sync = "sync" in self.roles and (
+            op in SYNC_OPS or (op == "group_delete" and getattr(cmd, "source", None) is not None))
+        if ROLE_OF_OP[op] not in self.roles and not by_sync:
             return "role"
         return None if self.may_group(getattr(cmd, "group", None)) else "group"
 
     def may_read(self, group: str | None = None) -> bool:
         """Reads: audit reads everything; consume reads progress and lag of its groups."""
-        return "audit" in self.roles or (group is not None and "consume" in self.roles
-                                         and self.may_group(group))
+        return "audit" in self.roles or (group is not None and self.may_group(group) and (
+            "consume" in self.roles or "sync" in self.roles))
 
 
 #: The sender when tokens are off (loopback only): everything is allowed.
