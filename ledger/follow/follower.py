@@ -7,7 +7,7 @@
 - A batch: what one `consume` call returns (at most `batch_records` records), decoded and sent
   with the positions it reached; the sink makes it durable whole (one append) before the next.
 - Watermarks: every poll interval, once the follower is caught up (every partition read to its
-  end, or at most one batch behind), each followed queue's earliest and latest offsets and the
+  end, or at most one batch behind with records of the last interval), each followed queue's earliest and latest offsets and the
   newest message's time become queue bounds; so are the offsets topic's own (the follow group's
   lag is the follower's). Never while catching up: a poll is stamped now, and the ledger's
   clock never goes back, so history read after it would be recorded late.
@@ -289,10 +289,7 @@ class Follower:
                 commands, positions = tr.take()
                 self._send(commands, positions, tr.group)
             idle = all(at_end.values())
-            caught_up = idle
-            if not caught_up:
-                lag = self._lag(consumer, tr, partitions)
-                caught_up = lag is not None and lag <= self.o.batch_records
+            caught_up = idle or self._nearly_caught_up(consumer, tr, partitions)
             now = time.monotonic()
             if caught_up and (now - last_poll >= self.o.poll_interval_s
                               or (self.o.until_idle and idle)):
@@ -303,6 +300,15 @@ class Follower:
             elif now - last_status >= self.o.poll_interval_s:
                 self._status_line(consumer, tr, partitions)
                 last_status = now
+
+    def _nearly_caught_up(self, consumer: Any, tr: Translator, partitions: list[int]) -> bool:
+        """Busy, but live: at most one batch behind, and the newest record read is recent (a
+        follower reading history is never this, however few records are left)."""
+        latest = tr.latest_record_ts
+        if latest is None or latest < self.clock() - self.o.poll_interval_s * 1000:
+            return False
+        lag = self._lag(consumer, tr, partitions)
+        return lag is not None and lag <= self.o.batch_records
 
     def _lag(self, consumer: Any, tr: Translator, partitions: list[int]) -> int | None:
         """Records of the offsets topic not read yet, from the watermarks the last fetches
@@ -318,22 +324,24 @@ class Follower:
 
     def _poll(self, consumer: Any, reader: Any, tr: Translator, partitions: list[int]) -> None:
         queues = set(tr.followed) | {(tr.offsets_topic, p) for p in partitions}
-        bounds = self._bounds(consumer, reader, queues)
+        bounds = self._bounds(reader, queues)
         if bounds:
             self._send(bounds_commands(bounds, tr.source), {}, tr.group)
         self.status.polls += 1
         self._status_line(consumer, tr, partitions)
 
-    def _bounds(self, consumer: Any, reader: Any, queues: set[tuple[str, int]]
+    def _bounds(self, reader: Any, queues: set[tuple[str, int]]
                 ) -> dict[tuple[str, int], tuple[int, int, int | None]]:
         """Per queue: earliest offset, latest offset and the newest message's time (read from
-        the last message; None when there is none to read, as after a transaction marker)."""
+        the last message; None when there is none to read, as after a transaction marker). A
+        consumer of its own: the follower's has a fetch waiting at each broker, which a
+        watermark request would queue behind (0.5 s each)."""
         tp = self.ck.TopicPartition
         marks: dict[tuple[str, int], tuple[int, int]] = {}
         for topic, p in sorted(queues):
             try:
-                low, high = consumer.get_watermark_offsets(tp(topic, p),
-                                                           timeout=METADATA_TIMEOUT_S)
+                low, high = reader.get_watermark_offsets(tp(topic, p),
+                                                         timeout=METADATA_TIMEOUT_S)
             except self.ck.KafkaException as e:
                 self.problems.failed("kafka", f"watermarks of {topic}:{p}: {e}")
                 continue

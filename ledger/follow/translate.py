@@ -92,6 +92,8 @@ class Translator:
         self._group_ts: dict[str, int] = {}
         self._positions: dict[int, int] = {}
         self._newest_record_ts: int | None = None
+        #: The newest record time read so far (never reset): how recent the follower is.
+        self.latest_record_ts: int | None = None
 
     # ------------------------------------------------------------------ records
     def learn(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
@@ -120,6 +122,8 @@ class Translator:
                 and not ahead_of_clock(record_ts, self.clock())
                 and (self._newest_record_ts is None or record_ts > self._newest_record_ts)):
             self._newest_record_ts = record_ts
+            if self.latest_record_ts is None or record_ts > self.latest_record_ts:
+                self.latest_record_ts = record_ts
         where = f"{self.offsets_topic}:{partition} offset {offset}"
         try:
             record = decode_record(key, value)
