@@ -9,8 +9,9 @@
 - Watermarks: every poll interval, once the follower is caught up (every partition read to its
   end, or at most one batch behind with records of the last interval), each followed queue's
   earliest and latest offsets and the newest message's time become queue bounds; so do the
-  offsets topic's own (the follow group's lag is the follower's). Never while catching up: a poll is stamped now, and the ledger's
-  clock never goes back, so history read after it would be recorded late.
+  offsets topic's own (the follow group's lag is the follower's). Never while catching up: a
+  poll is stamped now, and the ledger's clock never goes back, so history read after it would
+  be recorded late.
 - Faults: a broker or server that is down is retried with backoff and one line on stderr; a
   record that cannot be decoded is skipped, counted and logged. `stop` (SIGINT/SIGTERM) ends
   the loop after the batch in hand is durable. `until_idle`: stop once every partition has been
