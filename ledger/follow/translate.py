@@ -150,10 +150,10 @@ class Translator:
             self.log(f"{where}: record skipped: {e}")
             return
         if isinstance(record, GroupTombstone):
-            self.counts.group_tombstones += 1
-            self.owners.pop(record.group, None)
-            self._queue(record.group, record_ts, where,
-                        {"op": "group_delete", "group": record.group, "source": self.source})
+            if self._queue(record.group, record_ts, where,
+                           {"op": "group_delete", "group": record.group, "source": self.source}):
+                self.counts.group_tombstones += 1
+                self.owners.pop(record.group, None)
             return
         if not _queue_ok(record.topic, record.partition):
             self.counts.undecodable += 1
@@ -163,22 +163,25 @@ class Translator:
                                "queue_id": record.partition, "offset": None,
                                "source": self.source}
         if isinstance(record, OffsetTombstone):
-            self.counts.offset_tombstones += 1
             at = record_ts
         else:
             assert isinstance(record, OffsetCommit)
             if not 0 <= record.offset <= OFFSET_MAX:
                 self.counts.skipped["negative_offset"] += 1
                 return
-            self.counts.commits += 1
             cmd["offset"] = record.offset
             owner = self.owners.get(record.group, {}).get((record.topic, record.partition))
             if owner is not None:
                 cmd["client"] = owner
             at = record.commit_ts
+        if not self._queue(record.group, at, where, cmd):
+            return
+        if isinstance(record, OffsetTombstone):
+            self.counts.offset_tombstones += 1
+        else:
+            self.counts.commits += 1
         self.groups_seen.add(record.group)
         self.followed.add((record.topic, record.partition))
-        self._queue(record.group, at, where, cmd)
 
     def _followed(self, group: str) -> bool:
         return self.groups_glob is None or fnmatch.fnmatchcase(group, self.groups_glob)
@@ -195,14 +198,14 @@ class Translator:
                 self.log(f"{self.offsets_topic}:{partition} offset {offset}: assignment of group "
                          f"{record.group!r} undecodable, owners unknown: {e}")
 
-    def _queue(self, group: str, at: int | None, where: str, cmd: dict[str, Any]) -> None:
+    def _queue(self, group: str, at: int | None, where: str, cmd: dict[str, Any]) -> bool:
         """Keep a command with its time: never before the group's previous record's time, and
         a time beyond the ledger's clock is skipped and counted (it must not move the clock)."""
         if at is not None and at > 0:
             if ahead_of_clock(at, self.clock()):
                 self.counts.future += 1
                 self.log(f"{where}: time {at} is ahead of the clock: record skipped")
-                return
+                return False
             at = max(at, self._group_ts.get(group, at))
         else:
             at = self._group_ts.get(group) or self._newest_record_ts
@@ -210,6 +213,7 @@ class Translator:
             self._group_ts[group] = at
             cmd["ts"] = at
         self._items.append((at if at is not None else -1, len(self._items), cmd))
+        return True
 
     # ------------------------------------------------------------------ batches
     def pending(self) -> bool:
