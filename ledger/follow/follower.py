@@ -142,10 +142,13 @@ class Follower:
             self.problems.failed("kafka", err.str())
 
     def _consumer(self, name: str) -> Any:
-        return self.ck.Consumer(self._conf(**{
-            "group.id": f"offset-ledger-{name}", "client.id": f"offset-ledger-{name}",
-            "enable.auto.commit": False, "enable.auto.offset.store": False,
-            "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
+        try:
+            return self.ck.Consumer(self._conf(**{
+                "group.id": f"offset-ledger-{name}", "client.id": f"offset-ledger-{name}",
+                "enable.auto.commit": False, "enable.auto.offset.store": False,
+                "enable.partition.eof": True, "auto.offset.reset": "earliest"}))
+        except (self.ck.KafkaException, ValueError, TypeError) as e:
+            raise InvalidInput(f"invalid Kafka client settings (--config): {e}") from None
 
     def _metadata(self, consumer: Any) -> tuple[str, list[int]]:
         """(cluster id, partitions of the offsets topic), retried with backoff until the
