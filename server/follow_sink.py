@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import urllib3
 
 from ledger.errors import InvalidInput
@@ -19,9 +20,23 @@ class ServerSink:
 
     def __init__(self, client: LedgerClient) -> None:
         self.client = client
+        self._checked = False
+
+    def _check_token(self) -> None:
+        """A server with tokens takes a follower's batches from a `sync` token only: said once,
+        at the start, rather than as a refusal of every batch."""
+        who = msgspec.json.decode(self.client.request("GET", "/v1/whoami"))
+        if who.get("tokens") and "sync" not in who.get("roles", ()):
+            raise InvalidInput(f"token {who.get('name')!r} has role(s) "
+                               f"{', '.join(who.get('roles', ())) or 'none'}: following a "
+                               "cluster needs a token of role sync (offset-ledger token add "
+                               "NAME --role sync)")
+        self._checked = True
 
     def positions(self, group: str, topic: str) -> dict[int, int]:
         try:
+            if not self._checked:
+                self._check_token()
             rows = self.client.progress(group, topic)
         except (Unavailable, urllib3.exceptions.HTTPError) as e:
             raise SinkUnavailable(f"{self.client.url}: {e}") from None

@@ -133,7 +133,9 @@ class Follower:
 
     # ------------------------------------------------------------------ kafka
     def _conf(self, **extra: Any) -> dict[str, Any]:
-        return {"bootstrap.servers": self.o.bootstrap_server,
+        # librdkafka logs each failed connection on stderr: its errors reach the one line of
+        # `_Problems` through error_cb instead (`--config log_level=6` brings its log back)
+        return {"bootstrap.servers": self.o.bootstrap_server, "log_level": 2,
                 "error_cb": self._kafka_error, **self.o.config, **extra}
 
     def _kafka_error(self, err: Any) -> None:
