@@ -153,20 +153,29 @@ class Follower:
             raise InvalidInput(f"invalid Kafka client settings (--config): {e}") from None
 
     def _metadata(self, consumer: Any) -> tuple[str, list[int]]:
-        """(cluster id, partitions of the offsets topic), retried with backoff until the
-        cluster answers (or a stop)."""
+        """(cluster id, partitions of the offsets topic), once the cluster answers."""
+        def ask() -> tuple[str, list[int]]:
+            md = consumer.list_topics(self.o.offsets_topic, timeout=METADATA_TIMEOUT_S)
+            topic = md.topics.get(self.o.offsets_topic)
+            if topic is None or topic.error is not None or not topic.partitions:
+                why = topic.error.str() if topic is not None and topic.error else "no partitions"
+                raise InvalidInput(f"topic {self.o.offsets_topic!r}: {why}")
+            return md.cluster_id or "", sorted(topic.partitions)
+
+        return self._until_up("kafka", ask, (self.ck.KafkaException, InvalidInput))
+
+    def _until_up(self, part: str, call: Callable[[], Any],
+                  errors: tuple[type[BaseException], ...]) -> Any:
+        """`call()`, retried with backoff (one line when `part` goes down, one when it is
+        back) until it answers or a stop comes (`_Stopped`)."""
         backoff = 1.0
         while True:
             try:
-                md = consumer.list_topics(self.o.offsets_topic, timeout=METADATA_TIMEOUT_S)
-                topic = md.topics.get(self.o.offsets_topic)
-                if topic is None or topic.error is not None or not topic.partitions:
-                    why = topic.error.str() if topic is not None and topic.error else "no partitions"
-                    raise InvalidInput(f"topic {self.o.offsets_topic!r}: {why}")
-                self.problems.ok("kafka")
-                return md.cluster_id or "", sorted(topic.partitions)
-            except (self.ck.KafkaException, InvalidInput) as e:
-                self.problems.failed("kafka", str(e))
+                answer = call()
+                self.problems.ok(part)
+                return answer
+            except errors as e:
+                self.problems.failed(part, str(e))
             if self.stop.wait(backoff):
                 raise _Stopped
             backoff = min(backoff * 2, BACKOFF_S_MAX)
@@ -237,15 +246,8 @@ class Follower:
                 reader.close()
 
     def _stored_positions(self, group: str) -> dict[int, int]:
-        backoff = 1.0
-        while True:
-            try:
-                return self.sink.positions(group, self.o.offsets_topic)
-            except SinkUnavailable as e:
-                self.problems.failed("ledger", str(e))
-            if self.stop.wait(backoff):
-                raise _Stopped
-            backoff = min(backoff * 2, BACKOFF_S_MAX)
+        return self._until_up("ledger", lambda: self.sink.positions(group, self.o.offsets_topic),
+                              (SinkUnavailable,))
 
     def _relearn(self, consumer: Any, tr: Translator, partitions: list[int],
                  stored: dict[int, int]) -> None:
