@@ -92,6 +92,7 @@ class Translator:
         self._group_ts: dict[str, int] = {}
         self._positions: dict[int, int] = {}
         self._newest_record_ts: int | None = None
+        self._clock_seen = clock()  # read again only for a time ahead of it
         #: The newest record time read so far (never reset): how recent the follower is.
         self.latest_record_ts: int | None = None
 
@@ -119,12 +120,12 @@ class Translator:
         self._positions[partition] = offset + 1
         self.counts.records += 1
         if (record_ts is not None and record_ts > 0
-                and not ahead_of_clock(record_ts, self.clock())
-                and (self._newest_record_ts is None or record_ts > self._newest_record_ts)):
+                and (self._newest_record_ts is None or record_ts > self._newest_record_ts)
+                and not ahead_of_clock(record_ts, self.clock())):
             self._newest_record_ts = record_ts
             if self.latest_record_ts is None or record_ts > self.latest_record_ts:
                 self.latest_record_ts = record_ts
-        where = f"{self.offsets_topic}:{partition} offset {offset}"
+        where = _Where(self.offsets_topic, partition, offset)
         try:
             record = decode_record(key, value)
         except UndecodableRecord as e:
@@ -198,11 +199,13 @@ class Translator:
                 self.log(f"{self.offsets_topic}:{partition} offset {offset}: assignment of group "
                          f"{record.group!r} undecodable, owners unknown: {e}")
 
-    def _queue(self, group: str, at: int | None, where: str, cmd: dict[str, Any]) -> bool:
+    def _queue(self, group: str, at: int | None, where: _Where, cmd: dict[str, Any]) -> bool:
         """Keep a command with its time: never before the group's previous record's time, and
         a time beyond the ledger's clock is skipped and counted (it must not move the clock)."""
         if at is not None and at > 0:
-            if ahead_of_clock(at, self.clock()):
+            if at > self._clock_seen and ahead_of_clock(at, self._clock_seen):
+                self._clock_seen = self.clock()
+            if ahead_of_clock(at, self._clock_seen):
                 self.counts.future += 1
                 self.log(f"{where}: time {at} is ahead of the clock: record skipped")
                 return False
@@ -235,6 +238,21 @@ class Translator:
         self._items, self._group_ts, self._positions = [], {}, {}
         self._newest_record_ts = None
         return commands, positions
+
+
+class _Where:
+    """Where a record was read, made text only for a line about it."""
+
+    __slots__ = ("topic", "partition", "offset")
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+    def __str__(self) -> str:
+        return f"{self.topic}:{self.partition} offset {self.offset}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def bounds_commands(bounds: dict[tuple[str, int], tuple[int, int, int | None]],

@@ -185,6 +185,12 @@ def decode_record(key: bytes | None, value: bytes | None) -> Record:
     """One record of the offsets topic; raises UndecodableRecord naming what is wrong."""
     if not key:
         return Skipped("null_key")
+    fast = _offset_key(key)
+    if fast is not None:
+        group, topic, partition = fast
+        if value is None:
+            return OffsetTombstone(group, topic, partition)
+        return _offset_value(value, group, topic, partition)
     r = _Reader(key)
     kind = r.int16("key type")
     if kind in OFFSET_COMMIT_TYPES:
@@ -201,6 +207,26 @@ def decode_record(key: bytes | None, value: bytes | None) -> Record:
     if kind < 0:
         raise UndecodableRecord(f"key type {kind} is negative")
     return Skipped("kip848_record")
+
+
+def _offset_key(key: bytes) -> tuple[str, str, int] | None:
+    """An offset commit key in a few slices (the bulk of the topic); None: the general path
+    (another type, or bytes that are not a whole key: it names the field)."""
+    if len(key) < 8 or key[0] != 0 or key[1] > 1:
+        return None
+    n = _I16.unpack_from(key, 2)[0]
+    end = 4 + n
+    if n < 0 or len(key) < end + 6:
+        return None
+    m = _I16.unpack_from(key, end)[0]
+    tail = end + 2 + m
+    if m < 0 or len(key) < tail + 4:
+        return None
+    try:
+        return (key[4:end].decode("utf-8"), key[end + 2:tail].decode("utf-8"),
+                _I32.unpack_from(key, tail)[0])
+    except UnicodeDecodeError:
+        return None
 
 
 def _offset_value(value: bytes, group: str, topic: str, partition: int) -> OffsetCommit:
