@@ -124,6 +124,7 @@ class Follower:
         self.clock = clock
         self.status = status or FollowStatus()
         self.problems = _Problems(out)
+        self._unmarked: set[tuple[str, int]] = set()
         self.ck = kafka_module()
         if options.groups is not None and not options.groups:
             raise InvalidInput("invalid --groups '': give a glob like 'billing*'")
@@ -350,9 +351,12 @@ class Follower:
             try:
                 low, high = reader.get_watermark_offsets(tp(topic, p),
                                                          timeout=METADATA_TIMEOUT_S)
-            except self.ck.KafkaException as e:
-                self.problems.failed("kafka", f"watermarks of {topic}:{p}: {e}")
+            except self.ck.KafkaException as e:  # a topic deleted, a partition gone: said once
+                if (topic, p) not in self._unmarked:
+                    self._unmarked.add((topic, p))
+                    self.out(f"no watermarks for {topic}:{p} ({e}): its bounds are not recorded")
                 continue
+            self._unmarked.discard((topic, p))
             marks[(topic, p)] = (low, high)
         newest: dict[tuple[str, int], int] = {}
         wanted = {q: high - 1 for q, (low, high) in marks.items() if high > low}
