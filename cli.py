@@ -942,7 +942,8 @@ def follow_kafka(
     cluster: str = typer.Option(None, "--cluster", metavar="NAME",
                                 help="The cluster's name in the ledger (source kafka:NAME; "
                                      "default its cluster id)."),
-    offsets_topic: str = typer.Option("__consumer_offsets", "--offsets-topic", metavar="TOPIC"),
+    offsets_topic: str = typer.Option("__consumer_offsets", "--offsets-topic", metavar="TOPIC",
+                                      help="The topic the group coordinators write."),
     config: list[str] = typer.Option(None, "--config", metavar="KEY=VALUE",
                                      help="A librdkafka property (security.protocol, sasl.*, "
                                           "ssl.* ...); repeatable."),

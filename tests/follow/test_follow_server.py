@@ -82,3 +82,16 @@ def test_a_broker_that_is_down_is_one_line_and_a_signal_ends_the_wait(tmp_path: 
     lines = err.splitlines()
     assert len(lines) == 1 and "kafka unavailable" in lines[0], err
     assert "retrying with backoff" in lines[0]
+
+
+def test_follow_help_imports_no_kafka_client() -> None:
+    """confluent-kafka is the `kafka` extra: imported only when a follower starts."""
+    import sys
+
+    code = ("import sys\nfrom cli import app\ntry:\n    app(['follow', 'kafka', '--help'])\n"
+            "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "assert 'confluent_kafka' not in sys.modules\nprint('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+    assert "--bootstrap-server" in r.stdout
