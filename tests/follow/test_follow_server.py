@@ -54,6 +54,11 @@ def test_the_follower_sends_to_serve_with_a_sync_token_and_a_consume_token_is_re
                 assert r["refused"] == "role"
                 [r] = f.commands([{"op": "group_delete", "group": "billing"}])
                 assert r["refused"] == "role"
+            # the follower's own lag is a group's: the server's metrics export it
+            metrics = c.request("GET", "/metrics").decode()
+            lags = [line for line in metrics.splitlines() if line.startswith(
+                'offset_ledger_lag_messages{consumer_group="offset-ledger.follow.mock",')]
+            assert lags and all(line.endswith(" 0.0") for line in lags), metrics[-2000:]
         again = follow(tmp_path / "unused", cluster, "--server", server.url,
                        "--token-file", str(tmp_path / "follower.token"))
         assert again.returncode == 0 and json.loads(again.stdout)["records"] == 0
