@@ -88,3 +88,23 @@ def test_kill_9_mid_stream_then_restart_loses_and_doubles_nothing(cluster: Clust
     assert json.loads(again.stdout)["records"] == records - killed_at
     assert _per_key(crashed) == _per_key(whole)
     assert _position(crashed) == _position(whole) == records
+
+
+def test_sigterm_finishes_the_batch_in_hand_and_exits_0(cluster: Cluster, tmp_path: Path) -> None:
+    _write_stream(cluster, 0, 3000)
+    proc = subprocess.Popen(
+        [*_cli_command(), "--data-dir", str(tmp_path), "follow", "kafka", "--bootstrap-server",
+         cluster.bootstrap, "--cluster", "mock", "--offsets-topic", cluster.offsets_topic,
+         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while _position(tmp_path) == 0:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["records"] == _position(tmp_path)  # every record read is recorded
+    again = follow(tmp_path, cluster)
+    assert json.loads(again.stdout)["records"] == 3000 - summary["records"]
