@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 		|| { echo "offset-ledger needs Python >= 3.11 (tomllib) (found: $$($(PYTHON) --version 2>&1))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,server]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,server,kafka]'
 	touch $(STAMP)
 
 java-check:
@@ -42,11 +42,13 @@ demo: venv
 	$(BIN)/offset-ledger demo --serve
 
 # The pinned workload and every feed against SQLite (bench/results/latest.{json,md}), the
-# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import.
+# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import
+# and `follow kafka` of the same records from a mock cluster against it.
 bench: venv tools-check java-check
 	$(BIN)/python -m bench.run --size default
 	$(BIN)/python -m bench.server_bench
 	$(BIN)/python -m bench.kafka_offsets_dump --records 1000000 --repeats 1 | tee bench/results/kafka-offsets-latest.jsonl
+	$(BIN)/python -m bench.kafka_follow --records 1000000 | tee bench/results/kafka-follow-latest.json
 
 bench-full: venv java-check
 	$(BIN)/python -m bench.run --size full

@@ -955,6 +955,73 @@ def import_kafka_offsets(
     _run_import(ctx, imported, as_json, file, "import", backfill)
 
 
+follow_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                         help="Follow a live cluster: every commit as it happens, kept.")
+app.add_typer(follow_app, name="follow")
+
+
+@follow_app.command("kafka")
+def follow_kafka(
+    ctx: typer.Context,
+    bootstrap_server: str = typer.Option(..., "--bootstrap-server", metavar="HOST:PORT",
+                                         help="The cluster's brokers (comma-separated)."),
+    cluster: str = typer.Option(None, "--cluster", metavar="NAME",
+                                help="The cluster's name in the ledger (source kafka:NAME; "
+                                     "default its cluster id)."),
+    offsets_topic: str = typer.Option("__consumer_offsets", "--offsets-topic", metavar="TOPIC",
+                                      help="The topic the group coordinators write."),
+    config: list[str] = typer.Option(None, "--config", metavar="KEY=VALUE",
+                                     help="A librdkafka property (security.protocol, sasl.*, "
+                                          "ssl.* ...); repeatable."),
+    poll_interval: str = typer.Option("PT10S", "--poll-interval", metavar="DURATION",
+                                      help="How often the brokers' watermarks are recorded."),
+    groups: str = typer.Option(None, "--groups", metavar="GLOB",
+                               help="Only groups matching this glob."),
+    until_idle: bool = typer.Option(False, "--until-idle",
+                                    help="Stop once every partition is read to its end and one "
+                                         "watermark poll is recorded."),
+    server: str = typer.Option(None, "--server", metavar="URL",
+                               help="Send to a running `serve` instead of opening DIR."),
+    token_file: Path = typer.Option(None, "--token-file", metavar="FILE",
+                                    help="With --server: a file holding a token of role sync."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Consume a Kafka cluster's __consumer_offsets: each commit a sync at its commitTimestamp,
+    tombstones as expires and group deletes, queue bounds from the brokers every poll; resumes
+    exactly where it stopped. Stops on SIGINT/SIGTERM after the batch in hand."""
+    import signal
+    import threading
+
+    from ledger.follow.follower import Follower, FollowOptions, parse_config
+    from ledger.store.writer import wall_clock_ms
+
+    interval_ms = duration_arg(poll_interval, "--poll-interval") or 0
+    if interval_ms <= 0:
+        raise InvalidInput(f"invalid --poll-interval {poll_interval!r}: must be above zero")
+    if token_file is not None and server is None:
+        raise InvalidInput("--token-file goes with --server URL")
+    options = FollowOptions(bootstrap_server=bootstrap_server, cluster=cluster,
+                            offsets_topic=offsets_topic, config=parse_config(config or []),
+                            poll_interval_s=interval_ms / 1000, groups=groups,
+                            until_idle=until_idle)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with contextlib.ExitStack() as stack:
+        if server is not None:
+            from server.client import LedgerClient
+            from server.follow_sink import ServerSink
+
+            token = read_text(str(token_file), "token file").strip() if token_file else None
+            sink: Any = ServerSink(stack.enter_context(LedgerClient(server, token=token)))
+        else:
+            from ledger.follow.sink import LedgerSink
+
+            sink = LedgerSink(stack.enter_context(open_writer(ctx)))
+        summary = Follower(options, sink, stop=stop, out=note, clock=wall_clock_ms).run()
+    emit(summary, as_json)
+
+
 @sync_app.command("kafka-csv")
 def sync_kafka_csv(
     ctx: typer.Context,
@@ -1077,8 +1144,9 @@ def token_add(
         ..., "--role", metavar="consume|produce|sync|operate|audit|backfill",
         help="A role of the token; repeatable. consume: pull, commit, read its groups' progress "
              "and lag; produce: queue append/truncate; sync: sync and queue bounds (brokers, "
-             "mirrors, importers); operate: resets, group set/delete, sync; audit: every read; "
-             "backfill: may give a ts beyond the clock skew."),
+             "mirrors, importers, a follower; a group delete naming its source); operate: "
+             "resets, group set/delete, sync; audit: every read; backfill: may give a ts beyond "
+             "the clock skew."),
     groups: list[str] = typer.Option(None, "--groups", metavar="GLOB",
                                      help="Groups it may touch (globs; repeatable; default all)."),
     tokens: Path = typer.Option(None, "--tokens", metavar="FILE",

@@ -67,3 +67,11 @@ def name_from(text: str) -> str:
     """`text` made a valid name: characters outside the alphabet become `_`, cut to the
     length limit (empty stays empty: the caller names its default)."""
     return _NOT_NAME_CHARS.sub("_", text)[:NAME_LENGTH_MAX]
+
+
+def ahead_of_clock(ts_ms: int, clock_ms: int) -> bool:
+    """A time from a source that lies too far in the future to record: it must not move the
+    ledger's clock (which never goes back). The one place the bound is decided (a follower skips
+    and counts such records). The bound is the clock skew every sender without the backfill
+    right is held to (CLOCK_SKEW_MS_DEFAULT; DESIGN.md, the clock rule)."""
+    return ts_ms > clock_ms + CLOCK_SKEW_MS_DEFAULT

@@ -109,13 +109,15 @@ class Commit(Command, tag="commit", kw_only=True, frozen=True, gc=False):
 
 class Sync(Command, tag="sync", kw_only=True, frozen=True, gc=False):
     """Overwrite a committed offset from a broker snapshot, a mirror or an importer (recorded
-    from -> to; unchanged appends nothing); a null offset removes it (a Kafka tombstone)."""
+    from -> to; unchanged appends nothing); a null offset removes it (a Kafka tombstone,
+    recorded as an expire). `client`: the consumer client the source says owns the queue."""
 
     group: Name
     topic: Name
     queue_id: QueueId
     offset: Offset | None
     source: str
+    client: Name | None = None
 
 
 class PlanRow(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, gc=False):
@@ -166,10 +168,13 @@ class GroupSet(Command, tag="group_set", kw_only=True, frozen=True, gc=False):
 
 
 class GroupDelete(Command, tag="group_delete", kw_only=True, frozen=True, gc=False):
-    """Remove a group's offsets (a delete event per queue), active clients or not."""
+    """Remove a group's offsets (a delete event per queue), active clients or not. With a
+    `source`, the source removed the group (a Kafka group tombstone): what a sync may say, its
+    queues whose offsets the source already removed are deleted too."""
 
     group: Name
     actor: Name | None = None
+    source: str | None = None
 
 
 AnyCommand = (QueueAppend | QueueTruncate | QueueBounds | Pull | Commit | Sync | Reset | GroupSet
@@ -230,7 +235,7 @@ def validate(cmd: Command) -> Command:
     actor = getattr(cmd, "actor", None)
     if actor is not None:
         check_name(actor, "actor")
-    if type(cmd) is Sync or type(cmd) is QueueBounds:
+    if type(cmd) is Sync or type(cmd) is QueueBounds or type(cmd) is GroupDelete:
         if cmd.source is not None:  # type: ignore[attr-defined]
             check_source(cmd.source)  # type: ignore[attr-defined]
     elif type(cmd) is GroupSet:

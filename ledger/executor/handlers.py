@@ -179,7 +179,7 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                               to_offset=s.offset, changed=False, error=refusal[1],
                               refused="policy")
         before = state.decide_sync(s.group, s.topic, s.queue_id, s.offset, s.source, now,
-                                   events, actor)
+                                   events, actor, s.client)
         return SyncResult(line=line, op=op, consumer_group=s.group, topic=s.topic,
                           queue_id=s.queue_id, from_offset=before, to_offset=s.offset,
                           changed=before != s.offset)
@@ -196,7 +196,8 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                            initial=settings.initial, client_timeout_ms=settings.client_timeout_ms)
     if t is GroupDelete:
         d: GroupDelete = cmd  # type: ignore[assignment]
-        n = state.decide_delete_group(d.group, actor or d.actor, now, events)
+        who = actor or d.actor or (f"sync:{d.source}" if d.source is not None else None)
+        n = state.decide_delete_group(d.group, who, now, events, d.source)
         return GroupDeleteResult(line=line, op=op, consumer_group=d.group, queues_deleted=n)
     if t is Reset:
         return _reset(writer, cmd, line, now, events, actor)  # type: ignore[arg-type]
