@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,9 @@ import pytest
 
 from bench.kafka_mock import MockKafka
 from server.client import LedgerClient
-from tests.server.conftest import Server, wait_for
+from tests.server.conftest import Server, module_server, wait_for
+
+__all__ = ["module_server"]  # the serve process of a test module, a fixture shared from there
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Consumer settings that keep the tests short: a session lost after 3 s; a small prefetch per
@@ -39,15 +41,6 @@ KAFKA_SETTINGS = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
 def kafka() -> Iterator[MockKafka]:
     with MockKafka(3) as cluster:
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def ledger_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = Server(tmp_path_factory.mktemp("kafka-ledger") / "data")
-    try:
-        yield s
-    finally:
-        s.kill()
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,6 @@ class Worker:
     proc: subprocess.Popen[bytes]
     out: Path
     log: Path
-    lines_read: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         text = self.out.read_text() if self.out.exists() else ""
@@ -140,7 +132,7 @@ class Worker:
 
 
 @pytest.fixture
-def workers(tmp_path: Path, kafka: MockKafka, ledger_server: Server) -> Iterator[Any]:
+def workers(tmp_path: Path, kafka: MockKafka, module_server: Server) -> Iterator[Any]:
     """start(name, group, topic, **settings): a worker consuming `topic` for `group`."""
     started: list[Worker] = []
 
@@ -148,7 +140,7 @@ def workers(tmp_path: Path, kafka: MockKafka, ledger_server: Server) -> Iterator
         out, log = tmp_path / f"{name}.events", tmp_path / f"{name}.log"
         config = {"kafka": {"bootstrap.servers": kafka.bootstrap, "group.id": group,
                             "client.id": name, **KAFKA_SETTINGS},
-                  "ledger": settings.pop("ledger", ledger_server.url), "topics": [topic],
+                  "ledger": settings.pop("ledger", module_server.url), "topics": [topic],
                   "out": str(out), **settings}
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(config))
@@ -164,6 +156,5 @@ def workers(tmp_path: Path, kafka: MockKafka, ledger_server: Server) -> Iterator
     yield start
     for w in started:
         if w.proc.poll() is None:
-            with_stopped = w.proc.pid
-            os.kill(with_stopped, signal.SIGCONT)  # a paused one must wake to die
+            os.kill(w.proc.pid, signal.SIGCONT)  # a paused one is woken to be killed
             w.kill()

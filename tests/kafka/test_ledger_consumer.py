@@ -19,7 +19,7 @@ from bench.kafka_mock import MockKafka
 from server.client import Forbidden
 from server.kafka_consumer import LedgerConsumer
 from server.tokens import add_token
-from tests.kafka.conftest import KAFKA_SETTINGS, fill
+from tests.kafka.conftest import KAFKA_SETTINGS, Filled, fill
 from tests.server.conftest import Server, wait_for
 
 
@@ -33,12 +33,18 @@ def _owners(server: Server, group: str) -> dict[int, str | None]:
         return {r.queue_id: r.last_client for r in c.generations(group)}
 
 
-def test_a_consumer_killed_mid_batch_loses_nothing_its_partitions_are_replayed_by_the_other(
-        kafka: MockKafka, ledger_server: Server, workers: Any) -> None:
-    group = "kill-g"
-    with ledger_server.client() as c:
-        filled = fill(kafka, c, "kill-t")
+def _filled(kafka: MockKafka, server: Server, group: str, topic: str, **kw: int) -> Filled:
+    """A topic filled (and its queues in the ledger) for `group`, which starts from earliest."""
+    with server.client() as c:
+        filled = fill(kafka, c, topic, **kw)
         c.request("PUT", f"/v1/groups/{group}", {"initial": "earliest"})
+    return filled
+
+
+def test_a_consumer_killed_mid_batch_loses_nothing_its_partitions_are_replayed_by_the_other(
+        kafka: MockKafka, module_server: Server, workers: Any) -> None:
+    group = "kill-g"
+    filled = _filled(kafka, module_server, group, "kill-t")
     a = workers("kill-a", group, filled.topic, delay_ms=0.2, commit_every=100)
     a.wait(lambda w: len(w.processed()) >= 200, 60, "consuming")
     b = workers("kill-b", group, filled.topic, delay_ms=0.2, commit_every=100)
@@ -46,7 +52,7 @@ def test_a_consumer_killed_mid_batch_loses_nothing_its_partitions_are_replayed_b
     a.wait(lambda w: len(w.processed()) % 100 not in (0, 99), 30, "a point mid-batch")
     a.kill()  # SIGKILL: no revoke, no last commit
     processed_by_a = a.processed()
-    with ledger_server.client() as c:  # what the ledger took from a (its own log may lag)
+    with module_server.client() as c:  # what the ledger took from a (its own log may lag)
         a_committed: dict[int, int] = {}
         for e in c.history(group=group, kind="commit"):
             if e["client_id"] == "kill-a":
@@ -54,15 +60,15 @@ def test_a_consumer_killed_mid_batch_loses_nothing_its_partitions_are_replayed_b
     uncommitted = {(p, o) for p, o, _, _ in processed_by_a if o >= a_committed.get(p, 0)}
     assert uncommitted, "killed right after a commit: not mid-batch"
 
-    wait_for(lambda: _committed(ledger_server, group) == {p: 2500 for p in range(8)}, 90,
+    wait_for(lambda: _committed(module_server, group) == {p: 2500 for p in range(8)}, 90,
              "the survivor to commit every partition to its end")
     b.stop()
     seen_b = {(p, o) for p, o, _, _ in b.processed()}
     seen = seen_b | {(p, o) for p, o, _, _ in processed_by_a}
     assert seen == filled.messages  # every message processed at least once, none skipped
     assert uncommitted <= seen_b  # what the killed one did not commit was delivered again
-    assert set(_owners(ledger_server, group).values()) == {"kill-b"}
-    with ledger_server.client() as c:
+    assert set(_owners(module_server, group).values()) == {"kill-b"}
+    with module_server.client() as c:
         assert c.lag(group)["total_lag"] == 0
         rows = c.progress(group)
     assert {(r["committed_offset"], r["lag"], r["last_client"]) for r in rows} == {
@@ -70,26 +76,24 @@ def test_a_consumer_killed_mid_batch_loses_nothing_its_partitions_are_replayed_b
 
 
 def test_an_operators_reset_to_a_time_is_followed_by_the_running_group_within_2_s(
-        kafka: MockKafka, ledger_server: Server, workers: Any) -> None:
+        kafka: MockKafka, module_server: Server, workers: Any) -> None:
     group = "reset-g"
-    with ledger_server.client() as c:
-        filled = fill(kafka, c, "reset-t")
-        c.request("PUT", f"/v1/groups/{group}", {"initial": "earliest"})
+    filled = _filled(kafka, module_server, group, "reset-t")
     a = workers("reset-a", group, filled.topic, delay_ms=0.3)
     b = workers("reset-b", group, filled.topic, delay_ms=0.3)
-    wait_for(lambda: all((v or 0) >= 1200 for v in _committed(ledger_server, group).values())
-             and len(_committed(ledger_server, group)) == 8, 90, "the group past offset 1200")
+    wait_for(lambda: all((v or 0) >= 1200 for v in _committed(module_server, group).values())
+             and len(_committed(module_server, group)) == 8, 90, "the group past offset 1200")
     assignments = {w.name: [x for x in w.lines() if x.startswith("a ")] for w in (a, b)}
     reset_to = filled.store_time(10)  # chunk 10: offsets 1000..1099 of every partition
     sent = time.time()
-    with ledger_server.client() as c:
+    with module_server.client() as c:
         plan = c.reset(group, topic=filled.topic, to_datetime=reset_to, execute=True,
                        reason="replay INC-25")
     answered = time.time()
     assert plan.executed and {r["to_offset"] for r in plan.plan} == {1000}
     assert len(plan.plan) == 8 and all(r["from_offset"] >= 1200 for r in plan.plan)
 
-    wait_for(lambda: _committed(ledger_server, group) == {p: 2500 for p in range(8)}, 90,
+    wait_for(lambda: _committed(module_server, group) == {p: 2500 for p in range(8)}, 90,
              "the group to finish its replay")
     for w in (a, b):  # the group never stopped: same processes, no rebalance
         assert w.proc.poll() is None
@@ -110,18 +114,17 @@ def test_an_operators_reset_to_a_time_is_followed_by_the_running_group_within_2_
         assert [o for o, _, _ in seq[first:]] == list(range(1000, 2500)), p
     for w in (a, b):
         w.stop()
-    with ledger_server.client() as c:
+    with module_server.client() as c:
         assert {(r.generation, r.pending) for r in c.generations(group)} == {(1, False)}
         resets = c.history(group=group, kind="reset")
     assert len(resets) == 8 and all("replay INC-25" in e["detail"] for e in resets)
 
 
 def test_a_consumer_paused_past_its_session_timeout_comes_back_a_zombie_and_is_fenced(
-        kafka: MockKafka, ledger_server: Server, workers: Any) -> None:
+        kafka: MockKafka, module_server: Server, workers: Any) -> None:
     group = "zombie-g"
-    with ledger_server.client() as c:
-        filled = fill(kafka, c, "zombie-t", per_partition=1000)
-        c.request("PUT", f"/v1/groups/{group}", {"initial": "earliest"})
+    filled = _filled(kafka, module_server, group, "zombie-t", per_partition=1000)
+    with module_server.client() as c:
         fenced_before = _fenced(c, group)
     # a stops itself (SIGSTOP) after its 450th message: 50 processed since its last commit
     a = workers("zombie-a", group, filled.topic, delay_ms=2, commit_every=100, pause_after=450)
@@ -129,16 +132,16 @@ def test_a_consumer_paused_past_its_session_timeout_comes_back_a_zombie_and_is_f
     b = workers("zombie-b", group, filled.topic, delay_ms=2, commit_every=100)
     a.wait(lambda w: "stopped" in w.lines(), 60, "the pause")
     paused = time.time()
-    wait_for(lambda: set(_owners(ledger_server, group).values()) == {"zombie-b"}, 60,
+    wait_for(lambda: set(_owners(module_server, group).values()) == {"zombie-b"}, 60,
              "the other member to own every partition (a's session expired)")
     a.proc.send_signal(signal.SIGCONT)
     [late] = a.wait(lambda w: w.commits("z"), 30, "the commit after the pause")
     assert late and all((r["accepted"], r["reason"]) == (False, "fenced") for r in late), late
-    wait_for(lambda: _committed(ledger_server, group) == {p: 1000 for p in range(8)}, 90,
+    wait_for(lambda: _committed(module_server, group) == {p: 1000 for p in range(8)}, 90,
              "the group to finish")
     a.stop()
     b.stop()
-    with ledger_server.client() as c:
+    with module_server.client() as c:
         assert _fenced(c, group) - fenced_before >= len(late)  # the ledger counted them
         events = c.history(group=group)
     # no commit of a was taken from its pause until a pulled the partition again itself
