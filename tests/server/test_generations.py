@@ -5,13 +5,12 @@ refused-commit counter on /metrics (refusals append nothing to the log)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import pytest
 
 from server.client import BadRequest, Forbidden, LedgerClient
-from tests.server.conftest import Server, add_token, raw
+from tests.server.conftest import Server, add_token, commits_refused, raw
 
 G, OTHER, T = "billing-kafka", "ads", "orders"
 
@@ -97,22 +96,16 @@ def test_a_bad_generations_body_is_400_naming_what_is_wrong(
         c.generations(G, [("a b", 0)])
 
 
-def _refused(metrics: str, group: str, reason: str) -> float:
-    m = re.search(r'offset_ledger_commits_refused_total\{consumer_group="%s",reason="%s"\} '
-                  r"(\S+)" % (re.escape(group), reason), metrics)
-    return float(m.group(1)) if m else 0.0
-
-
 def test_refused_commits_are_counted_per_group_and_reason_on_metrics(
         served: tuple[Server, dict[str, str]]) -> None:
-    with _client(served, "worker") as c, _client(served, "auditor") as audit:
-        before = audit.request("GET", "/metrics").decode()
+    server, audit = served[0], served[1]["auditor"]
+    before = {r: commits_refused(server, G, r, audit) for r in ("fenced", "stale")}
+    with _client(served, "worker") as c:
         c.pulls(G, [(T, 2)], client="owner", max=0)
         results = c.commits(G, [(T, 2, 5, 0), (T, 2, 6, 0), (T, 2, 3, 0)], client="zombie",
                             owner_only=True)
         assert [r.reason for r in results] == ["fenced", "fenced", "fenced"]
         assert [r.reason for r in c.commits(G, [(T, 2, 7, 0), (T, 2, 2, 0)], client="owner",
                                             owner_only=True)] == [None, "stale"]
-        after = audit.request("GET", "/metrics").decode()
-    assert _refused(after, G, "fenced") - _refused(before, G, "fenced") == 3
-    assert _refused(after, G, "stale") - _refused(before, G, "stale") == 1
+    assert commits_refused(server, G, "fenced", audit) - before["fenced"] == 3
+    assert commits_refused(server, G, "stale", audit) - before["stale"] == 1
