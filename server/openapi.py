@@ -128,7 +128,7 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
     return doc
 
 
-_COMMANDS = {c.__name__ for c in commands.COMMAND_TYPES} | {"PlanRow"}
+_COMMANDS = {c.__name__ for c in commands.COMMAND_TYPES} | {"PlanRow", "QueueRef"}
 
 
 def _without_op(schema: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ costs a dictionary lookup per queue.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import msgspec
 
@@ -41,7 +42,7 @@ class GenerationsQuery(msgspec.Struct, forbid_unknown_fields=True, frozen=True, 
     """The body of `POST /v1/groups/{group}/generations`: the queues asked about (absent: every
     queue where the group has a position)."""
 
-    queues: list[QueueRef] | None = None
+    queues: Annotated[list[QueueRef], msgspec.Meta(max_length=GENERATIONS_QUEUES_MAX)] | None = None
 
 
 def generations(state: State, group: str, queues: Sequence[QueueRef | tuple[str, int]] | None,
