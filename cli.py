@@ -470,7 +470,8 @@ def pull(
     topic: str = typer.Option(..., "--topic", help="Topic name."),
     queue: int = typer.Option(..., "--queue", help="Queue id."),
     client: str = typer.Option(None, "--client", help="Consumer client id."),
-    max_count: int = typer.Option(32, "--max", metavar="N", help="Messages at most."),
+    max_count: int = typer.Option(32, "--max", metavar="N",
+                                  help="Messages at most (0: only where the client starts)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Pull: where the client should read next, with the generation to commit under."""
@@ -494,6 +495,9 @@ def commit(
     generation: int = typer.Option(None, "--generation", metavar="K",
                                    help="Generation of the pull (fences commits from before "
                                         "a reset)."),
+    owner_only: bool = typer.Option(False, "--owner-only",
+                                    help="Fenced unless --client made the queue's last pull "
+                                         "(a Kafka consumer's partition: zombies are fenced)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Commit an offset; exit 1 when a rule refuses it (stale, fenced, invalid)."""
@@ -501,7 +505,7 @@ def commit(
 
     with open_writer(ctx) as led:
         r = led.submit_one(Commit(group=group, topic=topic, queue_id=queue, offset=offset,
-                                  client=client, generation=generation))
+                                  client=client, generation=generation, owner_only=owner_only))
     assert isinstance(r, CommitResult)
     emit(result_doc(r), as_json, ("accepted", "reason", "offset"))
     if not r.accepted:
@@ -633,6 +637,26 @@ def progress(
     with open_reader(ctx) as led:
         rows = progress_doc(led.progress(group, topic))
     emit(rows, as_json, PROGRESS_COLUMNS, empty=f"no offsets for group {group!r}")
+
+
+GENERATION_COLUMNS = ("topic", "queue_id", "generation", "pending", "committed_offset",
+                      "last_client")
+
+
+@app.command()
+def generations(
+    ctx: typer.Context,
+    group: str = typer.Option(..., "--group", help="Consumer group."),
+    topic: str = typer.Option(None, "--topic", help="Only this topic (T, or T:0,2 for queues)."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Per queue: generation (one more per reset), a reset pending until the next pull, the
+    committed offset and the client of the last pull (what a consumer checks every second)."""
+    import msgspec
+
+    with open_reader(ctx) as led:
+        rows = msgspec.to_builtins(led.generations(group, topic=topic))
+    emit(rows, as_json, GENERATION_COLUMNS, empty=f"no offsets for group {group!r}")
 
 
 LAG_SUMMARY_COLUMNS = ("consumer_group", "status", "complete", "total_lag", "max_lag_ms",

@@ -56,6 +56,7 @@ from ledger.fold.state import Key, PlanItem, State, snapshot_rows
 from ledger.importers.result import ImportResult
 from ledger.limits import check_name
 from ledger.reads import queries
+from ledger.reads.generations import QueueGeneration, QueueRef, generations
 from ledger.reads.sandbox import SqlQuery
 from ledger.reads.state_at import check_state_answerable, state_at
 from ledger.reset.plan import Planned, plan
@@ -355,9 +356,10 @@ class Ledger:
         return r
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
-               client: str | None = None, generation: int | None = None) -> CommitResult:
+               client: str | None = None, generation: int | None = None,
+               owner_only: bool = False) -> CommitResult:
         r = self.submit_one(Commit(group=group, topic=topic, queue_id=queue_id, offset=offset,
-                                   client=client, generation=generation))
+                                   client=client, generation=generation, owner_only=owner_only))
         assert isinstance(r, CommitResult)
         return r
 
@@ -449,6 +451,13 @@ class Ledger:
     def committed(self, group: str, topic: str, queue_id: int) -> int | None:
         """Current committed offset from memory (the microsecond lookup)."""
         return self.state.committed((group, topic, queue_id), self.now_ms())
+
+    def generations(self, group: str, queues: Sequence[QueueRef | tuple[str, int]] | None = None,
+                    *, topic: str | None = None) -> list[QueueGeneration]:
+        """Per queue (all of the group's when None, or of `topic`: `T` or `T:0,2`): generation,
+        pending reset, committed offset and last puller, from memory: the cheap question a
+        consumer asks every second."""
+        return generations(self.state, group, queues, self.now_ms(), topic)
 
     def snapshot(self, group: str | None = None) -> list[tuple[str, str, int, int, int]]:
         """Current committed offsets from memory, same shape as `state_at` rows."""

@@ -62,6 +62,7 @@ class App:
         reads = ReadSide(root)
         self.metrics = Metrics(reads)
         stats.observe = self.metrics.batch
+        stats.refused = self.metrics.commit_refused
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
         # granian starts listening after this returns, before it runs the loop: say "serving"

@@ -15,6 +15,7 @@ with LedgerClient("http://127.0.0.1:9888", token=os.environ["OFFSET_LEDGER_TOKEN
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -22,6 +23,7 @@ import msgspec
 import urllib3
 
 from ledger.commands.results import CommitResult, PullResult, ResetResult
+from ledger.reads.generations import QueueGeneration
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
@@ -123,6 +125,53 @@ class LedgerClient:
     def commands(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A batch of `apply` commands; one result (the `apply` object) per command."""
         return msgspec.json.decode(self.request("POST", "/v1/commands", commands))
+
+    def pulls(self, group: str, queues: Sequence[tuple[str, int]], *, client: str,
+              max: int = 32) -> list[PullResult]:
+        """One pull per queue in one request (`POST /v1/commands`, one batch, one fsync);
+        `max` 0 only asks where `client` starts. A pull the server refuses raises, as a
+        single pull's answer would (403 for another group's token)."""
+        return self._batch([{"op": "pull", "group": group, "topic": t, "queue_id": q,
+                             "client": client, "max": max} for t, q in queues], PullResult)
+
+    def commits(self, group: str, offsets: Sequence[tuple[str, int, int, int | None]], *,
+                client: str | None = None, owner_only: bool = False) -> list[CommitResult]:
+        """Commit `(topic, queue_id, offset, generation)` of each queue in one request; a
+        refusal by a rule is a result (`accepted` false), bad input or a forbidden group
+        raises."""
+        body = []
+        for t, q, offset, generation in offsets:
+            cmd: dict[str, Any] = {"op": "commit", "group": group, "topic": t, "queue_id": q,
+                                   "offset": offset}
+            if client is not None:
+                cmd["client"] = client
+            if generation is not None:
+                cmd["generation"] = generation
+            if owner_only:
+                cmd["owner_only"] = True
+            body.append(cmd)
+        return self._batch(body, CommitResult)
+
+    def _batch(self, commands: list[dict[str, Any]], as_type: type[T]) -> list[T]:
+        if not commands:
+            return []
+        out = []
+        for doc in msgspec.json.decode(self.request("POST", "/v1/commands", commands)):
+            if "error" in doc and "accepted" not in doc:  # not a rule's answer: bad or forbidden
+                status = 403 if doc.get("refused") in ("role", "group") else 400
+                raise _ERRORS[status](status, doc["error"])
+            out.append(msgspec.convert(doc, as_type))
+        return out
+
+    def generations(self, group: str, queues: Sequence[tuple[str, int]] | None = None
+                    ) -> list[QueueGeneration]:
+        """Generation, pending reset, committed offset and last puller of each queue named
+        (every queue of the group when None): one cheap request, for a periodic check."""
+        body = {} if queues is None else {"queues": [{"topic": t, "queue_id": q}
+                                                     for t, q in queues]}
+        return msgspec.json.decode(self.request(
+            "POST", f"/v1/groups/{quote(group, safe='')}/generations", body),
+            type=list[QueueGeneration])
 
     def reset(self, group: str, *, execute: bool = False, **fields: Any) -> ResetResult:
         """Plan (or with `execute`, apply) a reset: a scope (topic / topics / all_topics), one

@@ -11,18 +11,20 @@ from ledger.commands import command as commands
 from ledger.commands import results
 from ledger.fold.events import KINDS
 from ledger.limits import LAG_WINDOW_MAX, NAME_PATTERN, OFFSET_MAX, QUEUE_ID_MAX, TS_MAX
+from ledger.reads.generations import GenerationsQuery, QueueGeneration
 from ledger.timeparse import EPOCH_SECONDS_MAX, EPOCH_SECONDS_MIN
 from server.routes import ROUTES, SqlBody
 
 _BODIES: dict[str, Any] = {
     "Commit": commands.Commit, "Pull": commands.Pull, "QueueAppend": commands.QueueAppend,
     "QueueTruncate": commands.QueueTruncate, "GroupSet": commands.GroupSet,
-    "Reset": commands.Reset, "Sql": SqlBody,
+    "Reset": commands.Reset, "Sql": SqlBody, "Generations": GenerationsQuery,
 }
 _ANSWERS: dict[str, Any] = {
     "CommitResult": results.CommitResult, "PullResult": results.PullResult,
     "QueueResult": results.QueueResult, "GroupResult": results.GroupResult,
     "GroupDeleteResult": results.GroupDeleteResult, "ResetResult": results.ResetResult,
+    "QueueGenerations": list[QueueGeneration],
 }
 _LOOSE = {"Rows": {"type": "array", "items": {"type": "object"}},
           "Results": {"type": "array", "items": {"type": "object"}},
@@ -98,7 +100,8 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
                 name = schema["$ref"].rsplit("/", 1)[1]
                 schema = {**components[name], "required": [
                     r for r in components[name].get("required", []) if r != "group"]}
-            op["requestBody"] = {"required": route.body != "GroupSet", "content": {
+            op["requestBody"] = {"required": route.body not in ("GroupSet", "Generations"),
+                                 "content": {
                 "application/json": {"schema": schema}}}
         if tokens and not route.public:
             op["security"] = [{"bearer": []}]
@@ -138,7 +141,7 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
     return doc
 
 
-_COMMANDS = {c.__name__ for c in commands.COMMAND_TYPES} | {"PlanRow"}
+_COMMANDS = {c.__name__ for c in commands.COMMAND_TYPES} | {"PlanRow", "QueueRef"}
 
 
 def _without_op(schema: dict[str, Any]) -> dict[str, Any]:

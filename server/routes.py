@@ -40,6 +40,7 @@ from ledger.reads.documents import (
     progress_doc,
     state_doc,
 )
+from ledger.reads.generations import GenerationsQuery
 from server.committer import Busy, Committer, Stopping
 from server.reads import ReadSide
 from server.settings import ServeSettings
@@ -260,6 +261,22 @@ async def progress(api: Api, req: Request) -> Answer:
         lambda led: progress_doc(led.progress(group, req.query.get("topic")))))
 
 
+async def generations(api: Api, req: Request) -> Answer:
+    """Generation, pending reset, committed offset and last puller of the queues named (all of
+    the group's when none are): a consumer asks it every second for all its partitions, so it
+    is answered from the writer's memory between two batches (no DuckDB, no log; a lookup per
+    queue) rather than by the read side, which catches up with the log first."""
+    group = req.params["group"]
+    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    try:
+        query = msgspec.json.decode(req.body or b"{}", type=GenerationsQuery)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise HttpError(400, 'generations takes {"queues": [{"topic": ..., "queue_id": ...}]}: '
+                             f"{e}") from None
+    return _json(200, await asyncio.to_thread(
+        api.committer.read_current, lambda led: led.generations(group, query.queues)))
+
+
 async def lag(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
@@ -383,6 +400,9 @@ ROUTES: tuple[Route, ...] = (
           query=("topic",)),
     Route("POST", "/v1/groups/{group}/reset", reset, "Plan (or execute) a reset",
           body="Reset", answer="ResetResult"),
+    Route("POST", "/v1/groups/{group}/generations", generations, "Generation, pending reset, "
+          "committed offset and last puller of some queues of a group (a consumer's cheap "
+          "periodic check)", body="Generations", answer="QueueGenerations"),
     Route("GET", "/v1/groups/{group}/lag", lag, "Lag health and time lag of a group",
           query=("at", "window", "allowed_lag"), answer="Object"),
     Route("GET", "/v1/groups/{group}/lag/series", lag_series, "Lag and time lag of each queue "
