@@ -20,6 +20,7 @@ REASON_LENGTH_MAX = 4096
 TS_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant ISO-8601 can print
 LAG_WINDOW_MAX = 1000  # entries per window of `lag` (Burrow keeps 10)
 LAG_SERIES_POINTS_MAX = 10_000  # points of one `lag --since --until --every` series
+CLUSTER_SHARDS_MAX = 1024  # shards a cluster file may list
 
 
 _VALID_NAMES: set[str] = set()
