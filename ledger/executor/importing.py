@@ -10,11 +10,11 @@ says how many).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ledger.commands.command import from_obj
-from ledger.commands.results import QueueResult, SyncResult
+from ledger.commands.results import QueueResult, Result, SyncResult
 from ledger.errors import LedgerError
 from ledger.executor.batch import execute
 from ledger.importers.result import ImportResult
@@ -31,9 +31,7 @@ def submit_import(writer: Writer, imported: ImportResult | list[dict[str, Any]],
         imported = ImportResult(imported, len(imported), {}, (), ())
     commands, already = _not_yet_recorded(writer, imported.commands)
     last_ts = writer.state.last_ts
-    late = sum(1 for c in commands if isinstance(c.get("ts"), int) and c["ts"] < last_ts)
-    changed = unchanged = bounds = errors = 0
-    first_error: str | None = None
+    counts = ImportCounts()
     for start in range(0, len(commands), IMPORT_BATCH_COMMANDS):
         batch: list[Any] = []
         for c in commands[start:start + IMPORT_BATCH_COMMANDS]:
@@ -41,29 +39,48 @@ def submit_import(writer: Writer, imported: ImportResult | list[dict[str, Any]],
                 batch.append(from_obj(c))
             except LedgerError as e:
                 batch.append(e)
-        done = execute(writer, batch, first_line=start + 1)
-        for r in done.results:
-            if r.error is not None:
-                errors += 1
-                first_error = first_error or f"command {r.line}: {r.error}"
-            elif isinstance(r, SyncResult):
-                changed += r.changed
-                unchanged += not r.changed
-            elif isinstance(r, QueueResult) and r.seq is not None:
-                bounds += 1
+        counts.add(execute(writer, batch, first_line=start + 1).results)
         if on_progress is not None:
             on_progress(len(batch))
-    summary = {"records": imported.records, "commands": len(commands), "changed": changed,
-               "unchanged": unchanged, "already_recorded": already, "bounds_raised": bounds,
-               "errors": errors,
-               "recorded_late": late, "skipped": imported.skipped,
+    return import_summary(imported, commands, already, last_ts, counts)
+
+
+class ImportCounts:
+    """What the results of an import's commands say: offsets changed or not, bounds raised,
+    errors (the first one named)."""
+
+    def __init__(self) -> None:
+        self.changed = self.unchanged = self.bounds = self.errors = 0
+        self.first_error: str | None = None
+
+    def add(self, results: Iterable[Result]) -> None:
+        for r in results:
+            if r.error is not None:
+                self.errors += 1
+                self.first_error = self.first_error or f"command {r.line}: {r.error}"
+            elif isinstance(r, SyncResult):
+                self.changed += r.changed
+                self.unchanged += not r.changed
+            elif isinstance(r, QueueResult) and r.seq is not None:
+                self.bounds += 1
+
+
+def import_summary(imported: ImportResult, commands: list[dict[str, Any]], already: int,
+                   last_ts: int, counts: ImportCounts) -> dict[str, Any]:
+    """The summary of an import whose `commands` (those not recorded yet) were applied to a
+    ledger whose last event was at `last_ts` before it."""
+    late = sum(1 for c in commands if isinstance(c.get("ts"), int) and c["ts"] < last_ts)
+    summary = {"records": imported.records, "commands": len(commands),
+               "changed": counts.changed, "unchanged": counts.unchanged,
+               "already_recorded": already, "bounds_raised": counts.bounds,
+               "errors": counts.errors, "recorded_late": late, "skipped": imported.skipped,
                "groups": list(imported.groups), "notes": list(imported.notes)}
     if late:
         summary["notes"].append(
             f"{late} record(s) carry a time before the ledger's last event ({last_ts} ms): the "
             "ledger's time never goes backwards, so they are recorded at that time")
-    if errors:
-        summary["first_error"] = first_error
+    if counts.errors:
+        summary["first_error"] = counts.first_error
     return summary
 
 

@@ -67,13 +67,31 @@ def run_read_only(view: View, segments: Sequence[Path], tail: pa.Table,
         start = "SELECT * FROM " + (_registered(con, "lag_series_start", pq.read_table(checkpoint))
                                     if checkpoint is not None else EMPTY_CHECKPOINT)
         install_lag_series(con, start)
-        con.execute("SET lock_configuration = true")
-        try:
-            return arrow_result(con.execute(query))
-        except duckdb.Error as e:
-            raise InvalidInput(f"sql error: {_first_line(e)}") from None
+        return _run_locked(con, query)
     finally:
         con.close()
+
+
+def run_over_tables(tables: dict[str, pa.Table], query: str) -> pa.Table:
+    """`query` (one read, checked as above) over `tables` only, in the same locked engine: how
+    a cluster runs SQL over the union of its shards' tables."""
+    con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))
+    try:
+        statement_kind(con, query)
+        con.execute("SET threads TO 2")
+        for name, table in tables.items():
+            con.register(name, table)
+        return _run_locked(con, query)
+    finally:
+        con.close()
+
+
+def _run_locked(con: duckdb.DuckDBPyConnection, query: str) -> pa.Table:
+    con.execute("SET lock_configuration = true")
+    try:
+        return arrow_result(con.execute(query))
+    except duckdb.Error as e:
+        raise InvalidInput(f"sql error: {_first_line(e)}") from None
 
 
 def _registered(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> str:
