@@ -11,16 +11,24 @@ with LedgerClient("http://127.0.0.1:9888", token=os.environ["OFFSET_LEDGER_TOKEN
         c.commit("billing", "orders", 0, p.next_offset + p.count, client="worker-1",
                  generation=p.generation)
 ```
+
+`open_cluster("cluster.toml")` gives the same calls over the shards of a cluster file, each
+group's routed to its shard.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 import msgspec
 import urllib3
 
 from ledger.commands.results import CommitResult, PullResult, ResetResult
+
+if TYPE_CHECKING:
+    from ledger.cluster import Cluster
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
@@ -126,17 +134,36 @@ class LedgerClient:
     def reset(self, group: str, *, execute: bool = False, **fields: Any) -> ResetResult:
         """Plan (or with `execute`, apply) a reset: a scope (topic / topics / all_topics), one
         scenario (to_offset, to_datetime, ... as the CLI's options with `_`), reason."""
-        return self._typed("POST", f"/v1/groups/{group}/reset", {**fields, "execute": execute},
+        return self._typed("POST", f"{group_path(group)}/reset", {**fields, "execute": execute},
                            ResetResult)
 
     def progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
-        return msgspec.json.decode(self.request("GET", f"/v1/groups/{group}/progress",
+        return msgspec.json.decode(self.request("GET", f"{group_path(group)}/progress",
                                                 fields={"topic": topic}))
 
     def lag(self, group: str, **fields: Any) -> dict[str, Any]:
         """Lag health of the group (status, total lag, per queue lag and time lag)."""
-        return msgspec.json.decode(self.request("GET", f"/v1/groups/{group}/lag",
+        return msgspec.json.decode(self.request("GET", f"{group_path(group)}/lag",
                                                 fields=fields))
 
     def history(self, **fields: Any) -> list[dict[str, Any]]:
         return msgspec.json.decode(self.request("GET", "/v1/history", fields=fields))
+
+
+def group_path(group: str) -> str:
+    """`/v1/groups/{group}` with the name percent-encoded (a group may hold `%` and `|`)."""
+    return "/v1/groups/" + quote(group, safe="")
+
+
+def open_cluster(path: str | Path, *, token: str | None = None, partial: bool = False,
+                 timeout_s: float = 60.0, connections: int = 8) -> Cluster:
+    """The shards of a cluster file as one ledger (`ledger.cluster.Cluster`), routed as the
+    CLI's `--cluster` routes: a shard with a `server` through it (with `token`), one without
+    through its root. A consumer loop runs on it as on a `LedgerClient` (`pull`, `commit`);
+    `commands` routes a batch; fan-out reads merge the shards' answers (with `partial`, the
+    shards that did not answer are in `missing` instead of failing the read)."""
+    from ledger.cluster import Cluster
+    from server.remote_shard import RemoteShard
+
+    return Cluster.open(path, partial=partial, connect=lambda spec: RemoteShard(
+        spec, token=token, timeout_s=timeout_s, connections=connections))
