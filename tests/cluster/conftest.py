@@ -53,11 +53,12 @@ class ClusterCli:
         return json.loads(r.stdout)
 
 
-def command_stream(seed: int, n: int, start_ms: int = T0) -> list[dict[str, Any]]:
-    """`n` apply lines over GROUPS, TOPICS, QUEUES: appends, group settings (one broadcast
-    group), pulls and commits by several clients, syncs, resets, truncations, a delete and a
-    few bad lines; every line at its own time (10 ms apart), so that events of different
-    shards have one order."""
+def command_stream(seed: int, n: int, start_ms: int = T0, prefix: str = ""
+                   ) -> list[dict[str, Any]]:
+    """`n` apply lines over GROUPS, TOPICS, QUEUES (names after `prefix`): appends, group
+    settings (one broadcast group), pulls and commits by several clients, syncs, resets,
+    truncations, a delete and a few bad lines; every line at its own time (10 ms apart), so
+    that events of different shards have one order."""
     rng = random.Random(seed)
     lines: list[dict[str, Any]] = [
         {"op": "queue_append", "topic": t, "queue_id": q, "count": 100, "store_time": start_ms}
@@ -94,6 +95,9 @@ def command_stream(seed: int, n: int, start_ms: int = T0) -> list[dict[str, Any]
             lines.append({"op": "no_such_op", "group": g})
     for i, line in enumerate(lines):
         line["ts"] = start_ms + 10 * i
+        for name in ("group", "topic"):
+            if name in line:
+                line[name] = prefix + line[name]
     return lines
 
 
