@@ -156,14 +156,16 @@ def group_path(group: str) -> str:
 
 
 def open_cluster(path: str | Path, *, token: str | None = None, partial: bool = False,
-                 timeout_s: float = 60.0, connections: int = 8) -> Cluster:
+                 timeout_s: float = 60.0, connections: int = 8, threads: int | None = None
+                 ) -> Cluster:
     """The shards of a cluster file as one ledger (`ledger.cluster.Cluster`), routed as the
     CLI's `--cluster` routes: a shard with a `server` through it (with `token`), one without
     through its root. A consumer loop runs on it as on a `LedgerClient` (`pull`, `commit`);
     `commands` routes a batch; fan-out reads merge the shards' answers (with `partial`, the
-    shards that did not answer are in `missing` instead of failing the read)."""
+    shards that did not answer are in `missing` instead of failing the read). `connections`
+    per shard and `threads` asking shards at once bound what many senders share."""
     from ledger.cluster import Cluster
     from server.remote_shard import RemoteShard
 
-    return Cluster.open(path, partial=partial, connect=lambda spec: RemoteShard(
+    return Cluster.open(path, partial=partial, threads=threads, connect=lambda spec: RemoteShard(
         spec, token=token, timeout_s=timeout_s, connections=connections))

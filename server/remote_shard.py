@@ -75,7 +75,7 @@ class RemoteShard:
             "GET", path, fields=fields)))
 
     # ------------------------------------------------------------------ writes
-    def submit(self, commands: Sequence[Command]) -> list[dict[str, Any]]:
+    def submit(self, commands: Sequence[Command | dict[str, Any]]) -> list[dict[str, Any]]:
         return self._call(lambda: self.client.commands(list(commands)))  # type: ignore[arg-type]
 
     def submit_one(self, command: Command) -> Result:

@@ -33,6 +33,7 @@ from ledger.cluster.config import ClusterSpec, ShardSpec, load_cluster
 from ledger.cluster.placement import shard_of
 from ledger.cluster.shard import LocalShard, Shard, ShardUnavailable
 from ledger.commands.command import (
+    BY_OP,
     Command,
     Commit,
     Pull,
@@ -198,45 +199,64 @@ class Cluster:
         """A batch of commands (typed, dicts, or the errors of lines that could not be read):
         each routed, each shard's share in one batch, all shards at once. One `apply` object
         per command, in order, with the `shard` that holds it; a command whose shard is down
-        fails naming it while the others are written."""
-        decoded = [c if isinstance(c, Command | LedgerError) else _decoded(c) for c in commands]
-        out: list[dict[str, Any] | None] = [None] * len(decoded)
-        share: dict[int, list[int]] = {}
+        fails naming it while the others are written. A dict is routed as it is (by its
+        `group`) and checked by the shard that takes it, once: the router only reads its op and
+        group."""
+        size = self.size
+        items: list[Command | LedgerError | dict[str, Any]] = list(commands)
+        out: list[dict[str, Any] | None] = [None] * len(items)
+        share: list[list[int]] = [[] for _ in range(size)]
         queue: set[int] = set()
-        for pos, c in enumerate(decoded):
+        for pos, c in enumerate(items):  # the hot loop of a router: a few dict reads a command
+            if type(c) is dict:
+                group = c.get("group")
+                if c.get("op") in BY_OP and (group is None or type(group) is str):
+                    if group is not None:
+                        share[shard_of(group, size)].append(pos)
+                        continue
+                    queue.add(pos)
+                    for positions in share:
+                        positions.append(pos)
+                    continue
+            if not isinstance(c, Command | LedgerError):
+                c = items[pos] = _decoded(c)
             if isinstance(c, LedgerError):
                 out[pos] = to_dict(Result(line=first_line + pos, error=str(c)))
                 continue
             group = getattr(c, "group", None)
-            if group is None:
-                queue.add(pos)
-                for index in range(self.size):
-                    share.setdefault(index, []).append(pos)
-            else:
-                share.setdefault(shard_of(group, self.size), []).append(pos)
-        got = self._each(share, lambda s: s.submit([decoded[p] for p in share[s.spec.index]]),
+            if group is not None:
+                share[shard_of(group, size)].append(pos)
+                continue
+            queue.add(pos)
+            for positions in share:
+                positions.append(pos)
+        asked = [i for i in range(size) if share[i]]
+        got = self._each(asked, lambda s: s.submit([items[p] for p in share[s.spec.index]]),
                          catch=WRITE_FAILURES)
         held: dict[int, list[tuple[int, dict[str, Any]]]] = {p: [] for p in queue}
         missed: dict[int, list[str]] = {p: [] for p in queue}
-        for index, answer in sorted(got.items()):
-            for n, pos in enumerate(share[index]):
-                if isinstance(answer, BaseException):
-                    why = str(answer) if isinstance(answer, ShardUnavailable) else \
-                        f"{self.spec.shards[index].name} failed: {answer}"
+        for index in asked:
+            answer = got[index]
+            if isinstance(answer, BaseException):
+                why = str(answer) if isinstance(answer, ShardUnavailable) else \
+                    f"{self.spec.shards[index].name} failed: {answer}"
+                for pos in share[index]:
                     if pos in queue:
                         missed[pos].append(why)
                     else:
-                        out[pos] = _failed(first_line + pos, decoded[pos], index, why)
-                    continue
-                doc = {**answer[n], "line": first_line + pos, "shard": index}
-                if pos in queue:
+                        out[pos] = _failed(first_line + pos, items[pos], index, why)
+                continue
+            for pos, doc in zip(share[index], answer, strict=True):  # type: ignore[arg-type]
+                doc["line"] = first_line + pos  # a fresh object of the shard's answer
+                doc["shard"] = index
+                if queue and pos in queue:
                     held[pos].append((index, doc))
                 else:
                     out[pos] = doc
         for pos in queue:
             if missed[pos]:
-                out[pos] = _failed(first_line + pos, decoded[pos], None, _partial_queue_write(
-                    op_of(decoded[pos]), [i for i, _ in held[pos]], missed[pos]))  # type: ignore[arg-type]
+                out[pos] = _failed(first_line + pos, items[pos], None, _partial_queue_write(
+                    _op(items[pos]), [i for i, _ in held[pos]], missed[pos]))
             else:
                 out[pos] = merge.queue_result(held[pos])
         return out  # type: ignore[return-value]
@@ -466,10 +486,15 @@ def _decoded(item: Any) -> Command | LedgerError:
         return e
 
 
-def _failed(line: int, command: Command | LedgerError, shard: int | None, why: str
-            ) -> dict[str, Any]:
-    doc = to_dict(Result(line=line, op=op_of(command) if isinstance(command, Command) else None,
-                         error=why))
+def _op(command: Command | LedgerError | dict[str, Any]) -> str | None:
+    if isinstance(command, Command):
+        return op_of(command)
+    return command.get("op") if isinstance(command, dict) else None
+
+
+def _failed(line: int, command: Command | LedgerError | dict[str, Any], shard: int | None,
+            why: str) -> dict[str, Any]:
+    doc = to_dict(Result(line=line, op=_op(command), error=why))
     if shard is not None:
         doc["shard"] = shard
     return doc

@@ -38,8 +38,9 @@ class Shard(Protocol):
 
     spec: ShardSpec
 
-    def submit(self, commands: Sequence[Command]) -> list[dict[str, Any]]:
-        """Validated commands, one batch; one `apply` object per command, once durable."""
+    def submit(self, commands: Sequence[Command | dict[str, Any]]) -> list[dict[str, Any]]:
+        """Commands (typed, or dicts checked here), one batch; one `apply` object per command,
+        once durable."""
         ...
 
     def submit_one(self, command: Command) -> Result:
@@ -132,8 +133,8 @@ class LocalShard:
         self._ledger = None
 
     # ------------------------------------------------------------------ writes
-    def submit(self, commands: Sequence[Command]) -> list[dict[str, Any]]:
-        return [to_dict(r) for r in self.writer().submit_decoded(commands)]
+    def submit(self, commands: Sequence[Command | dict[str, Any]]) -> list[dict[str, Any]]:
+        return [to_dict(r) for r in self.writer().submit(commands)]
 
     def submit_one(self, command: Command) -> Result:
         return self.writer().submit_one(command)
