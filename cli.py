@@ -263,7 +263,7 @@ def open_cluster(ctx: typer.Context) -> Iterator[Cluster]:
     spec = load_cluster(cluster_file(ctx))  # type: ignore[arg-type]
     connect = None
     if any(s.server is not None for s in spec.shards):
-        from server.remote_shard import RemoteShard
+        from server.client import RemoteShard
 
         token = os.environ.get(TOKEN_ENV) or None
         connect = lambda shard: RemoteShard(shard, token=token)  # noqa: E731

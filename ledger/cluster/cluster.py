@@ -164,8 +164,8 @@ class Cluster:
         if down and not answered:
             raise ShardsUnavailable(down, ": no shard answered")
         if down and not self.partial:
-            raise ShardsUnavailable(down, ": add --partial (partial=True) to answer from the "
-                                          "other shards")
+            raise ShardsUnavailable(down, ": answer from the other shards with --partial "
+                                          "(Python: partial=True)")
         self._local.missing = tuple(down)
         return answered
 
