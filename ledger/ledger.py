@@ -518,11 +518,12 @@ class Ledger:
     def history(self, *, group: str | None = None, topic: str | None = None,
                 queue_id: int | None = None, kind: str | None = None,
                 since_ms: int | str | None = None, until_ms: int | str | None = None,
-                limit: int | None = None) -> pa.Table:
-        """Matching events, oldest first; `limit` keeps the newest N. Times: epoch ms, ISO-8601
-        or `now`."""
+                limit: int | None = None, queue_events: bool = True) -> pa.Table:
+        """Matching events, oldest first; `limit` keeps the newest N; `queue_events` False
+        leaves out queue appends and truncations. Times: epoch ms, ISO-8601 or `now`."""
         return queries.history(self.writer, group=group, topic=topic, queue_id=queue_id,
-                               kind=kind, since=since_ms, until=until_ms, limit=limit)
+                               kind=kind, since=since_ms, until=until_ms, limit=limit,
+                               queue_events=queue_events)
 
     def offsets_for_time(self, topic: str, ts: int | str) -> list[dict[str, Any]]:
         """Per queue of `topic`: the first message stored at or after `ts` (None when none)."""

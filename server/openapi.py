@@ -49,13 +49,16 @@ _QUERY = {"topic": _NAME, "group": _NAME, "at": _QUERY_TIME, "since": _QUERY_TIM
           "limit": {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX},
           "window": {"type": "integer", "minimum": 1, "maximum": LAG_WINDOW_MAX},
           "allowed_lag": {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX},
+          "windows": {"type": "string", "enum": ["true", "false"]},
+          "queue_events": {"type": "string", "enum": ["true", "false"]},
           "every": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": TS_MAX},
                               {"type": "string", "minLength": 3, "pattern":
                                   "^[Pp]([0-9]+[Ww])?([0-9]+[Dd])?([Tt]([0-9]+[Hh])?([0-9]+[Mm])?"
                                   "([0-9]+(\\.[0-9]{1,3})?[Ss])?)?$"}]}}
 #: Query parameters a route cannot do without (its handler answers 400 naming them).
 _REQUIRED = {("/v1/state", "at"), ("/v1/lookup", "topic"), ("/v1/lookup", "datetime"),
-             *(("/v1/groups/{group}/lag/series", q) for q in ("since", "until", "every"))}
+             *((path, q) for path in ("/v1/groups/{group}/lag/series", "/v1/lag/series")
+               for q in ("since", "until", "every"))}
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
 _STATUS = {400: "A bad value, named in `error`", 401: "No token, or an unknown one",
            403: "The token's role or groups do not allow it", 404: "No such route",

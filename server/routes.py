@@ -12,9 +12,10 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+import pyarrow as pa
 
 from ledger import (
     Commit,
@@ -70,7 +71,8 @@ class Request:
     disconnected: Callable[[], Awaitable[None]] | None = None
 
 
-Answer = tuple[int, bytes]
+#: A status and a JSON body, or a status, a body and its content type.
+Answer = tuple[int, bytes] | tuple[int, bytes, str]
 Handler = Callable[["Api", Request], Awaitable[Answer]]
 
 
@@ -165,6 +167,15 @@ def _decode(body: bytes, as_type: type[Command], extra: dict[str, Any] | None = 
         return decode_as(body, as_type, extra)
     except InvalidInput as e:
         raise HttpError(400, str(e)) from None
+
+
+def _bool(req: Request, name: str, default: bool = False) -> bool:
+    raw = req.query.get(name)
+    if raw is None:
+        return default
+    if raw not in ("true", "false"):
+        raise HttpError(400, f"invalid {name} {raw!r}: use true or false")
+    return raw == "true"
 
 
 def _int(req: Request, name: str, default: int | None = None) -> int | None:
@@ -281,22 +292,32 @@ async def lag(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
     window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
-    [doc] = await api.read(lambda led: led.lag(group=group, at_ms=req.query.get("at"),
-                                               window=window, allowed_lag=allowed))
+    [doc] = await api.read(lambda led: led.lag(group=group, topic=req.query.get("topic"),
+                                               at_ms=req.query.get("at"), window=window,
+                                               allowed_lag=allowed))
     return _json(200, doc)
 
 
 async def lag_all(api: Api, req: Request) -> Answer:
+    """Every group's lag summed up; with `windows=true` the whole document (`lag --json`)."""
     api.may(req.token.may_read(), req.token, "read the lag of every group")
     window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
-    return _json(200, await api.read(lambda led: lag_summary_doc(led.lag(
-        topic=req.query.get("topic"), at_ms=req.query.get("at"), window=window,
-        allowed_lag=allowed))))
+    whole = _bool(req, "windows")
+
+    def answer(led: Any) -> list[dict[str, Any]]:
+        doc = led.lag(topic=req.query.get("topic"), at_ms=req.query.get("at"), window=window,
+                      allowed_lag=allowed)
+        return doc if whole else lag_summary_doc(doc)
+
+    return _json(200, await api.read(answer))
 
 
 async def lag_series(api: Api, req: Request) -> Answer:
-    group = req.params["group"]
-    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    group = req.params.get("group")
+    if group is None:
+        api.may(req.token.may_read(), req.token, "read the lag of every group")
+    else:
+        api.may(req.token.may_read(group), req.token, f"read group {group!r}")
     since, until, every = (req.query.get(n) for n in ("since", "until", "every"))
     if since is None or until is None or every is None:
         raise HttpError(400, "a lag series needs since, until (times) and every (a duration: "
@@ -318,9 +339,11 @@ async def history(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read(), req.token, "read history")
     q = req.query
     queue_id, limit = _int(req, "queue_id"), _int(req, "limit")
+    queue_events = _bool(req, "queue_events", True)
     return _json(200, await api.read(lambda led: history_doc(led.history(
         group=q.get("group"), topic=q.get("topic"), queue_id=queue_id, kind=q.get("kind"),
-        since_ms=q.get("since"), until_ms=q.get("until"), limit=limit))))
+        since_ms=q.get("since"), until_ms=q.get("until"), limit=limit,
+        queue_events=queue_events))))
 
 
 async def state(api: Api, req: Request) -> Answer:
@@ -342,6 +365,11 @@ async def lookup(api: Api, req: Request) -> Answer:
 
 class SqlBody(msgspec.Struct, forbid_unknown_fields=True):
     query: str
+    #: json: a list of objects; arrow: an Arrow IPC stream (types kept: a cluster's union)
+    format: Literal["json", "arrow"] = "json"
+
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 async def sql(api: Api, req: Request) -> Answer:
@@ -359,7 +387,23 @@ async def sql(api: Api, req: Request) -> Answer:
         if not running.done():
             prepared.interrupt("its client left")
         left.cancel()
-    return _json(200, (await running).to_pylist())
+    table = await running
+    if body.format == "arrow":
+        return 200, arrow_stream(table), ARROW_STREAM
+    return _json(200, table.to_pylist())
+
+
+def arrow_stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+async def export(api: Api, req: Request) -> Answer:
+    group = req.params["group"]
+    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    return _json(200, await api.read(lambda led: led.export_rows(group)))
 
 
 async def healthz(api: Api, req: Request) -> Answer:
@@ -404,15 +448,21 @@ ROUTES: tuple[Route, ...] = (
           "committed offset and last puller of some queues of a group (a consumer's cheap "
           "periodic check)", body="Generations", answer="QueueGenerations"),
     Route("GET", "/v1/groups/{group}/lag", lag, "Lag health and time lag of a group",
-          query=("at", "window", "allowed_lag"), answer="Object"),
+          query=("at", "window", "allowed_lag", "topic"), answer="Object"),
+    Route("GET", "/v1/groups/{group}/export", export, "The group's committed offsets, one row "
+          "per queue (Kafka's reset CSV fields)"),
     Route("GET", "/v1/groups/{group}/lag/series", lag_series, "Lag and time lag of each queue "
           "of a group at every step from since to until (charts)",
           query=("since", "until", "every", "topic")),
-    Route("GET", "/v1/lag", lag_all, "Lag health of every group, summed up (no windows)",
-          query=("at", "window", "allowed_lag", "topic")),
+    Route("GET", "/v1/lag", lag_all, "Lag health of every group, summed up (no windows; "
+          "windows=true: the whole document, as lag --json)",
+          query=("at", "window", "allowed_lag", "topic", "windows")),
+    Route("GET", "/v1/lag/series", lag_series, "Lag and time lag of each queue of every "
+          "group at every step from since to until", query=("since", "until", "every", "topic")),
     Route("GET", "/v1/whoami", whoami, "The token's name, roles and groups", answer="Object"),
     Route("GET", "/v1/history", history, "Events, oldest first",
-          query=("group", "topic", "queue_id", "kind", "since", "until", "limit")),
+          query=("group", "topic", "queue_id", "kind", "since", "until", "limit",
+                 "queue_events")),
     Route("GET", "/v1/state", state, "Committed offsets at a time", query=("at", "group")),
     Route("GET", "/v1/lookup", lookup, "First offset stored at or after a time, per queue",
           query=("topic", "datetime")),
