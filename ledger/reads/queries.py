@@ -103,14 +103,14 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         raise InvalidInput(f"invalid limit {limit!r}: must be an integer from 0 to {OFFSET_MAX}")
     since_ms = resolve_time(since, writer, "since")
     until_ms = resolve_time(until, writer, "until")
-    pre, pre_params, post, post_params = [], [], [], []
+    # literals, checked above (names of the name alphabet, integers): the key conditions may
+    # appear in the query twice (events that store prev_offset and older ones)
+    pre, post, post_params = [], [], []
     for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id)):
         if val is not None:
-            pre.append(f"{col} = ?")
-            pre_params.append(val)
+            pre.append(f"{col} = {val}" if isinstance(val, int) else f"{col} = '{val}'")
     if until_ms is not None:
-        pre.append("ts <= ?")
-        pre_params.append(until_ms)
+        pre.append(f"ts <= {int(until_ms)}")
     if kind is not None:
         post.append("kind = ?")
         post_params.append(kind)
@@ -120,14 +120,13 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         post_params.append(since_ms)
     view = writer.ready_view()
     paths = [s.path for s in writer.log.segments() if until_ms is None or s.ts_min <= until_ms]
-    select = events_select(segments_source(paths, "events_tail"),
-                           ("WHERE " + " AND ".join(pre)) if pre else "")
+    select = events_select(segments_source(paths, "events_tail"), " AND ".join(pre),
+                           writer.prev_offset_stored_from)
     where = ("WHERE " + " AND ".join(post)) if post else ""
     inner = f"SELECT * FROM ({select}) {where} ORDER BY seq DESC"
     if limit is not None:
         inner += f" LIMIT {int(limit)}"
-    return arrow_result(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq",
-                                         pre_params + post_params))
+    return arrow_result(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq", post_params))
 
 
 def check_history_from(writer: Writer, since_ms: int) -> None:
@@ -168,4 +167,5 @@ def sql(writer: Writer, query: str) -> pa.Table:
     start = log.start_seq
     cps = [c for c in log.checkpoints() if c <= start] if start > 0 else []
     return run_read_only(view, log.segment_paths(), log.tail(),
-                         log.checkpoint_path(cps[-1]) if cps else None, query)
+                         log.checkpoint_path(cps[-1]) if cps else None, query,
+                         writer.prev_offset_stored_from)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import msgspec
 import pyarrow as pa
 
 from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerUnusable
@@ -76,7 +77,12 @@ class Writer:
         log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
                                 fs=fs)
         try:
-            if settings and any(v is not None for v in settings.values()):
+            changed = bool(settings) and any(v is not None for v in settings.values())
+            if cfg.prev_offset_stored_from_seq is None:
+                # the first writer that stores prev_offset: events from here on carry it
+                cfg = msgspec.structs.replace(cfg, prev_offset_stored_from_seq=log.next_seq)
+                changed = True
+            if changed:
                 settings_mod.save(root, cfg)  # only the lock holder may change them
             state = load_state(log)
             view = View.open(root / VIEW_FILE)
@@ -115,6 +121,8 @@ class Writer:
         reader left behind the log start (log retention) starts again from the checkpoint."""
         if not self.readonly:
             return 0
+        if self.settings.prev_offset_stored_from_seq is None:  # a writer may have upgraded it
+            self.settings = settings_mod.load(self.root)
         self.log.refresh()
         if self.state.events_applied < self.log.start_seq:
             self.state = load_state(self.log)
@@ -138,6 +146,11 @@ class Writer:
         finally:
             self.view.close()
             self.log.close()
+
+    @property
+    def prev_offset_stored_from(self) -> int | None:
+        """The first seq whose events store prev_offset; None: none does (reads derive it)."""
+        return self.settings.prev_offset_stored_from_seq
 
     # ------------------------------------------------------------------ time and state
     def now_ms(self) -> int:
@@ -242,7 +255,8 @@ class Writer:
         self.settle()
         self.flush_view()
         self.view.set_clock(self.now_ms())
-        self.view.refresh_events(tuple(self.log.segment_paths()), self.log.tail())
+        self.view.refresh_events(tuple(self.log.segment_paths()), self.log.tail(),
+                                 self.prev_offset_stored_from)
         return self.view
 
     def rebuild(self) -> None:
