@@ -16,6 +16,7 @@ from storage import names
 from storage.errors import CorruptSegmentError, LogFailedError, StorageError
 from storage.frames import DecodedFrames, decode_frames, encode_frame
 from storage.fs import FileHandle, FileSystem, sync_handle, write_all
+from storage.index import TailIndex
 
 # Small batches are merged in memory so that a segment of single-row appends does not hold a
 # million Arrow objects.
@@ -60,6 +61,8 @@ class ActiveSegment:
         self.ts_max: int | None = None
         self.rolling_ts_ms: int | None = None
         self.unsynced_events = 0
+        # Per column asked about: the rows of each value (extended on read, never on append).
+        self._tail_indexes: dict[str, TailIndex] = {}
 
     @property
     def end_seq(self) -> int:
@@ -72,7 +75,7 @@ class ActiveSegment:
             data = self.fs.read_bytes(self.path)
         except FileNotFoundError:
             return RecoveredTail(str(self.path), 0, 0, 0, None)
-        decoded = self._decode(data)
+        decoded = self._decode(data, self.base_seq)
         if truncate and decoded.error is not None and not decoded.torn:
             # Not what a crash leaves: cutting here would drop acknowledged frames silently.
             first = self.base_seq + sum(b.num_rows for b in decoded.batches)
@@ -96,8 +99,32 @@ class ActiveSegment:
             str(self.path), self.events, decoded.end_offset, decoded.bytes_cut, decoded.error
         )
 
-    def _decode(self, data: bytes) -> DecodedFrames:
-        expected = [self.base_seq]
+    def follow(self) -> bool:
+        """Reader: decode the frames the writer appended since this segment was loaded (a torn
+        last frame waits for the next call). False when the file no longer continues what was
+        read (it is gone or shorter): take a new snapshot then."""
+        try:
+            source = self.fs.open_input(self.path)
+        except FileNotFoundError:
+            return False
+        try:
+            size = source.size()
+            if size < self.bytes:
+                return False
+            if size == self.bytes:
+                return True
+            source.seek(self.bytes)
+            data = source.read(size - self.bytes)
+        finally:
+            source.close()
+        decoded = self._decode(data, self.end_seq)
+        for batch in decoded.batches:
+            self._remember(batch)
+        self.bytes += decoded.end_offset
+        return decoded.error is None or decoded.torn
+
+    def _decode(self, data: bytes, first_seq: int) -> DecodedFrames:
+        expected = [first_seq]
 
         def validate(batch: pa.RecordBatch) -> str | None:
             if batch.num_rows == 0:
@@ -181,6 +208,15 @@ class ActiveSegment:
     def table(self) -> pa.Table:
         """The segment's rows as one table (chunks as appended)."""
         return pa.Table.from_batches(self.batches(), schema=self.schema)
+
+    def tail_index(self, column: str) -> TailIndex:
+        """The rows of each value of `column`, extended by the rows appended since the last
+        read that asked (so appends pay nothing for it)."""
+        index = self._tail_indexes.get(column)
+        if index is None:
+            index = self._tail_indexes[column] = TailIndex(column)
+        index.extend(self.table())
+        return index
 
     def close(self) -> None:
         """Close the file handle (no fsync)."""
