@@ -125,14 +125,17 @@ class Ledger:
     @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, clock: Callable[[], int] | None = None,
-        readonly: bool = False, fs: FileSystem | None = None, **settings: Any,
+        readonly: bool = False, fs: FileSystem | None = None, read_index: bool = True,
+        **settings: Any,
     ) -> Ledger:
-        """Open (creating if needed) a data directory as its single writer, or as a reader."""
+        """Open (creating if needed) a data directory as its single writer, or as a reader.
+        `read_index=False` reads without the log's read index (every row group of a range
+        decoded, the tail scanned): the same answers, for checks and comparisons."""
         root = Path(path)
         clock = clock or wall_clock_ms
         if readonly:
-            return cls(Writer.open_reader(root, clock=clock, fs=fs))
-        return cls(Writer.open(root, clock=clock, fs=fs, **settings))
+            return cls(Writer.open_reader(root, clock=clock, fs=fs, read_index=read_index))
+        return cls(Writer.open(root, clock=clock, fs=fs, read_index=read_index, **settings))
 
     @classmethod
     def open_for_read(cls, path: str | os.PathLike[str], **kw: Any) -> Ledger:

@@ -13,9 +13,10 @@ from ledger.errors import HistoryUnavailable, InvalidInput
 from ledger.fold.events import KINDS
 from ledger.fold.state import snapshot_rows
 from ledger.limits import OFFSET_MAX, check_name, check_queue_id
+from ledger.reads.events import read_events
 from ledger.reads.sandbox import run_read_only
 from ledger.reads.state_at import earliest_answerable_ts
-from ledger.store.view import arrow_result, events_select, segments_source
+from ledger.store.view import arrow_result
 from ledger.store.writer import Writer
 from ledger.timeparse import iso, parse_time
 
@@ -87,9 +88,8 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
             queue_id: int | None = None, kind: str | None = None,
             since: int | str | None = None, until: int | str | None = None,
             limit: int | None = None) -> pa.Table:
-    """Matching events, oldest first; `limit` keeps the newest N. Key filters and the upper
-    time bound apply before prev_offset is derived (they keep every event's predecessor),
-    the rest after."""
+    """Matching events, oldest first; `limit` keeps the newest N. Read through the log's read
+    index: a group's or a key's events cost what the answer costs (ledger/reads/events.py)."""
     if group is not None:
         check_name(group, "group")
     if topic is not None:
@@ -103,30 +103,11 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         raise InvalidInput(f"invalid limit {limit!r}: must be an integer from 0 to {OFFSET_MAX}")
     since_ms = resolve_time(since, writer, "since")
     until_ms = resolve_time(until, writer, "until")
-    # literals, checked above (names of the name alphabet, integers): the key conditions may
-    # appear in the query twice (events that store prev_offset and older ones)
-    pre, post, post_params = [], [], []
-    for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id)):
-        if val is not None:
-            pre.append(f"{col} = {val}" if isinstance(val, int) else f"{col} = '{val}'")
-    if until_ms is not None:
-        pre.append(f"ts <= {int(until_ms)}")
-    if kind is not None:
-        post.append("kind = ?")
-        post_params.append(kind)
     if since_ms is not None:
         check_history_from(writer, since_ms)
-        post.append("ts >= ?")
-        post_params.append(since_ms)
-    view = writer.ready_view()
-    paths = [s.path for s in writer.log.segments() if until_ms is None or s.ts_min <= until_ms]
-    select = events_select(segments_source(paths, "events_tail"), " AND ".join(pre),
-                           writer.prev_offset_stored_from)
-    where = ("WHERE " + " AND ".join(post)) if post else ""
-    inner = f"SELECT * FROM ({select}) {where} ORDER BY seq DESC"
-    if limit is not None:
-        inner += f" LIMIT {int(limit)}"
-    return arrow_result(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq", post_params))
+    writer.settle()  # a segment sealed in the background is read as Parquet, not WAL rows
+    return read_events(writer, group=group, topic=topic, queue_id=queue_id, kind=kind,
+                       since_ms=since_ms, until_ms=until_ms, newest=limit)
 
 
 def check_history_from(writer: Writer, since_ms: int) -> None:

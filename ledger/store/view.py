@@ -227,6 +227,8 @@ class View:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         con.execute("SET threads TO 2")
+        # sealed segments are immutable files never renamed over: footers read once
+        con.execute("SET parquet_metadata_cache = true")
         had_appends = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'appends'"
         ).fetchall()[0][0]
@@ -234,6 +236,9 @@ class View:
         con.execute(VIEWS_DDL)
         if not had_appends:  # a view written before appends were kept: rewritten at open
             con.execute("DELETE FROM view_position")
+        # the position written last (only this connection writes the view): flushes of a
+        # clean state then cost no query
+        self._position: int | None = None
         # appends are only ever added: per queue, how many the table holds
         self._appends_held: dict[QueueKey, int] = {
             (t, q): n for t, q, n in con.execute(
@@ -251,8 +256,10 @@ class View:
                 "close the other process's connection to it") from None
 
     def position(self) -> int | None:
-        rows = self.con.execute("SELECT max(next_seq) FROM view_position").fetchall()
-        return rows[0][0] if rows else None
+        if self._position is None:
+            rows = self.con.execute("SELECT max(next_seq) FROM view_position").fetchall()
+            self._position = rows[0][0] if rows else None
+        return self._position
 
     def set_clock(self, now_ms: int) -> None:
         self.con.execute(f"SET VARIABLE ledger_now_ms = {int(now_ms)}")
@@ -318,8 +325,10 @@ class View:
             con.execute("INSERT INTO view_position VALUES (?)", [next_seq])
             con.execute("COMMIT")
         except BaseException:
+            self._position = None
             con.execute("ROLLBACK")
             raise
+        self._position = next_seq
         self._appends_held = {**held, **{qk: len(state.queues[qk].append_offset)
                                          for qk in q_iter if qk in state.queues}}
         state.dirty_keys.clear()

@@ -1,7 +1,8 @@
 """A data directory written before issue 22 (segments sealed in seq order, prev_offset of
 commits and pulls not stored: tests/fixtures/legacy_seq_order, built with main's code at the
 start of the branch) opens and answers what that code answered, read-only and as a writer, and
-keeps answering it for its old events after today's code appends to it."""
+keeps answering it for its old events after today's code appends to it and its segments are
+compacted into the clustered layout (prev_offset still derived for the old events only)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ledger import Ledger
 from ledger.store import settings as settings_mod
 from tests.fixtures.legacy_seq_order import build
 from tests.support.clock import FakeClock
+from tests.support.compacting import compact_in_place
 
 
 def _json(doc: Any) -> Any:
@@ -59,6 +61,7 @@ def test_a_writer_answers_the_same_and_appends_events_that_store_prev_offset(leg
         pulled = led.pull("g1", "t1", 0, client="c1", max_count=8)
         led.commit("g1", "t1", 0, pulled.next_offset + 8, client="c1")
         led.log.roll()  # old WAL rows and new ones sealed into one segment
+        assert compact_in_place(led) >= 2  # old seq-ordered segments merged, clustered
     with Ledger.open(root, clock=clock) as led:
         assert led.writer.prev_offset_stored_from == end  # recorded once
         new = led.history(group="g1", since_ms=clock.now).to_pylist()
