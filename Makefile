@@ -52,14 +52,18 @@ demo: venv
 	$(BIN)/offset-ledger demo --serve
 
 # The pinned workload and every feed against SQLite (bench/results/latest.{json,md}), the
-# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import.
+# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import,
+# and the read-scaling table (1M and 10M events; ledgers cached in bench/.cache) next to SQLite,
+# with history through serve (read-scaling-latest.{json,md}).
 bench: venv java-check tools-check
 	$(BIN)/python -m bench.run --size default
 	$(BIN)/python -m bench.server_bench
 	$(BIN)/python -m bench.kafka_offsets_dump --records 1000000 --repeats 1 | tee bench/results/kafka-offsets-latest.jsonl
+	$(BIN)/python -m bench.read_scaling --size default --http --mechanisms
 
-bench-full: venv java-check
+bench-full: venv java-check tools-check
 	$(BIN)/python -m bench.run --size full
+	$(BIN)/python -m bench.read_scaling --size full --http
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
