@@ -24,22 +24,12 @@ java-check:
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { \
 		echo "Java 17 (or 21) is needed for Spark 4; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
-# Debian packages the tests run: prometheus (scrapes the server in tests/server), wrk (HTTP load),
-# PostgreSQL's server (the reference server's database) and chromium (the console's browser tests).
-# Checked here, installed by .ci/run.
-APT_TOOLS := prometheus wrk postgresql chromium
+# Debian packages the tests run (prometheus, wrk, postgresql, chromium, a Java runtime): installed
+# when missing if make runs as root or with sudo (no password), else the command is printed.
 tools-check:
-	@missing=""; \
-	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
-	command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
-	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql(initdb)"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	if [ -n "$$missing" ]; then \
-		echo "the tests need these Debian packages, missing here:$$missing"; \
-		echo "  install them with: apt-get update && apt-get install -y $(APT_TOOLS)"; \
-		exit 1; fi
+	@./.ci/debian-tools
 
-test: venv java-check tools-check
+test: venv tools-check java-check
 	$(BIN)/python -m pytest -q
 
 test-fast: venv tools-check
@@ -55,7 +45,7 @@ demo: venv
 # server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import,
 # and the read-scaling table (1M and 10M events; ledgers cached in bench/.cache) next to SQLite,
 # with history through serve (read-scaling-latest.{json,md}).
-bench: venv java-check tools-check
+bench: venv tools-check java-check
 	$(BIN)/python -m bench.run --size default
 	$(BIN)/python -m bench.server_bench
 	$(BIN)/python -m bench.kafka_offsets_dump --records 1000000 --repeats 1 | tee bench/results/kafka-offsets-latest.jsonl

@@ -110,7 +110,7 @@ def build(n_commands: int) -> Path:
 
     log(f"building the {n_commands:,}-command ledger in {d}")
     started = time.perf_counter()
-    with Ledger.open(d / "ledger", clock=FixedClock(), durability="none",
+    with Ledger.open(d / "ledger", backfill=True, clock=FixedClock(), durability="none",
                      segment_events_max=SEGMENT_EVENTS) as led:
         for table in command_batches(n_commands):
             led.apply_arrow(table)

@@ -5,7 +5,10 @@ checked; here they are decoded into typed commands, submitted in batches (one fs
 counted: which syncs changed an offset, which bounds moved, which history the ledger already
 held (not recorded again), which commands came with a time earlier than the ledger's last event
 (the ledger's time never goes backwards: those are recorded at that last time, and the summary
-says how many).
+says how many). A record whose time is beyond the clock skew (a commitTimestamp of year 9999)
+refuses the whole import, naming the record, before anything is appended: it would stamp
+every later event with that time (DESIGN.md, Security rules), and skipping it would record
+an offset the group did not end at. A ledger opened with `backfill` takes such times.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from typing import Any
 
 from ledger.commands.command import from_obj
 from ledger.commands.results import QueueResult, SyncResult
-from ledger.errors import LedgerError
+from ledger.errors import InvalidInput, LedgerError
 from ledger.executor.batch import execute
+from ledger.executor.handlers import ts_limit_of
 from ledger.importers.result import ImportResult
 from ledger.store.writer import Writer
+from ledger.timeparse import parse_time
 
 IMPORT_BATCH_COMMANDS = 65_536
 
@@ -29,6 +34,7 @@ def submit_import(writer: Writer, imported: ImportResult | list[dict[str, Any]],
     that `sync` and `import` print."""
     if isinstance(imported, list):
         imported = ImportResult(imported, len(imported), {}, (), ())
+    _check_times(writer, imported.commands)
     commands, already = _not_yet_recorded(writer, imported.commands)
     last_ts = writer.state.last_ts
     late = sum(1 for c in commands if isinstance(c.get("ts"), int) and c["ts"] < last_ts)
@@ -65,6 +71,25 @@ def submit_import(writer: Writer, imported: ImportResult | list[dict[str, Any]],
     if errors:
         summary["first_error"] = first_error
     return summary
+
+
+def _check_times(writer: Writer, commands: list[dict[str, Any]]) -> None:
+    """Every record's time within the clock skew (unless the ledger may backfill), else
+    InvalidInput naming the first record beyond it: nothing of the import is appended."""
+    limit = ts_limit_of(writer, False)
+    if limit is None:
+        return
+    for c in commands:
+        ts = c.get("ts")
+        if ts is None:
+            continue
+        try:
+            writer.check_ts(parse_time(ts), ts, limit)
+        except InvalidInput as e:
+            record = ", ".join(f"{k} {c[k]!r}" for k in ("group", "topic", "queue_id", "offset")
+                               if c.get(k) is not None)
+            raise InvalidInput(f"the {c.get('op')} record of {record}: {e}; nothing imported "
+                               "(--backfill records it as given)") from None
 
 
 def _not_yet_recorded(writer: Writer, commands: list[dict[str, Any]]

@@ -61,6 +61,12 @@ def _int64s() -> array:
     return array("q")
 
 
+#: `QueueState.append_store_ts` of an append whose store time is unknown (an importer's bound:
+#: the tool said where the queue ends, not when its messages were stored); null in events,
+#: checkpoints and the view. The time lag of its messages is unknown (null), not time since.
+STORE_TS_UNKNOWN = -1
+
+
 @dataclass(slots=True)
 class QueueState:
     """Bounds of a queue plus its time index: prefix-max store time -> first offset of that append.
@@ -260,7 +266,7 @@ class State:
                 q.max_offset = offset  # type: ignore[assignment]
                 q.append_offset.append(prev_offset if prev_offset is not None else 0)
                 q.append_ts.append(ts)
-                q.append_store_ts.append(store_ts if store_ts is not None else ts)
+                q.append_store_ts.append(store_ts if store_ts is not None else STORE_TS_UNKNOWN)
                 if store_ts is not None and (not q.index_store_ts or store_ts > q.index_store_ts[-1]):
                     q.index_store_ts.append(store_ts)
                     q.index_offset.append(prev_offset if prev_offset is not None else 0)
@@ -398,10 +404,11 @@ class State:
 
     def decide_queue_bounds(
         self, topic: str, queue_id: int, max_offset: int | None, min_offset: int | None,
-        store_ts: int, now_ms: int, out: EventBuffer, actor: str, detail: str | None,
+        store_ts: int | None, now_ms: int, out: EventBuffer, actor: str, detail: str | None,
     ) -> tuple[int, int]:
         """Raise a queue's bounds to what a tool reported (never lower them): MaxOffset by a
-        queue_append of the difference, MinOffset by a queue_truncate."""
+        queue_append of the difference (its store time None when the tool gave none: unknown,
+        never the time of the import), MinOffset by a queue_truncate."""
         q = self.queues.get((topic, queue_id))
         if q is None and max_offset is None:
             raise InvalidInput(f"unknown queue {topic}:{queue_id}: give its max_offset")

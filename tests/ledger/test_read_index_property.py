@@ -91,7 +91,7 @@ def test_reads_answer_the_model_however_the_log_is_laid_out_and_read(tmp_path_fa
     questions = Questions(model, lines, data)
     root = tmp_path_factory.mktemp("layout")
     settings = {"offsets_retention_ms": OFFSETS_RETENTION_MS, "durability": "none"}
-    with Ledger.open(root, clock=FakeClock(), fs=NoSyncFS(), segment_events_max=7,
+    with Ledger.open(root, backfill=True, clock=FakeClock(), fs=NoSyncFS(), segment_events_max=7,
                      checkpoint_interval_events=11, **settings) as led:
         list(led.apply(lines))
         events = led.log.read().to_pylist()
@@ -100,7 +100,7 @@ def test_reads_answer_the_model_however_the_log_is_laid_out_and_read(tmp_path_fa
         questions.check(led, events, "all sealed")
         merged = compact_in_place(led)
         questions.check(led, events, f"compacted ({merged} runs)")
-    with Ledger.open(root, clock=FakeClock(), fs=NoSyncFS()) as led:
+    with Ledger.open(root, backfill=True, clock=FakeClock(), fs=NoSyncFS()) as led:
         questions.check(led, events, "reopened as the writer")
     for read_index in (True, False):
         with Ledger.open(root, clock=FakeClock(), readonly=True, read_index=read_index) as led:

@@ -69,7 +69,7 @@ def brute_first_seq_after(led: Ledger, ts: int) -> int:
 def test_state_at_equals_the_full_query(tmp_path_factory, monkeypatch, lines, segment):
     root = tmp_path_factory.mktemp("fast")
     model, _ = model_run(lines, clock_ms=T0, offsets_retention_ms=OFFSETS_RETENTION_MS)
-    with Ledger.open(root, clock=FakeClock(), segment_events_max=segment,
+    with Ledger.open(root, backfill=True, clock=FakeClock(), segment_events_max=segment,
                      checkpoint_interval_events=7, offsets_retention_ms=OFFSETS_RETENTION_MS,
                      fs=NoSyncFS()) as led:
         for line in lines:  # a batch per line: segments and checkpoints fall between any two
@@ -103,7 +103,7 @@ def test_broadcast_set_in_the_range_and_at_the_checkpoint(tmp_path):
     """A group at broadcast at the checkpoint, one set to it after, one set back to clustering,
     one deleted: every branch of the split, against the full query."""
     clock = FakeClock()
-    with Ledger.open(tmp_path / "d", clock=clock, segment_events_max=1000,
+    with Ledger.open(tmp_path / "d", backfill=True, clock=clock, segment_events_max=1000,
                      checkpoint_interval_events=12) as led:
         cmds = [{"op": "queue_append", "topic": t, "queue_id": q, "count": 100}
                 for t in TOPICS for q in QUEUES]
@@ -150,7 +150,7 @@ def small_row_groups(monkeypatch) -> Iterator[int]:
 def _ledger_with_ts_steps(root, clock, groups: tuple[str | None, ...]) -> None:
     """67 events whose ts advances every 3 (equal ts values straddle the 4-event row groups),
     then a tail of two more at one ts; events of `groups` in turn (None: queue appends)."""
-    with Ledger.open(root, clock=clock, segment_events_max=20) as led:
+    with Ledger.open(root, backfill=True, clock=clock, segment_events_max=20) as led:
         list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1000}]))
         for i in range(66):
             if i % 3 == 0:
@@ -160,7 +160,7 @@ def _ledger_with_ts_steps(root, clock, groups: tuple[str | None, ...]) -> None:
                             if g is None else
                             {"op": "sync", "group": g, "topic": "t", "queue_id": 0,
                              "offset": i, "source": "s"}]))
-    with Ledger.open(root, clock=clock) as led:  # every full segment listed
+    with Ledger.open(root, backfill=True, clock=clock) as led:  # every full segment listed
         clock.advance(10)
         for _ in range(2):
             list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
@@ -178,7 +178,7 @@ def test_first_seq_after_and_ts_before_at_row_group_boundaries(
     clock = FakeClock()
     root = tmp_path / "d"
     _ledger_with_ts_steps(root, clock, groups)
-    with Ledger.open(root, clock=clock) as led:
+    with Ledger.open(root, backfill=True, clock=clock) as led:
         segments = led.log.segments()
         assert len(segments) == 3 and led.log.tail().num_rows == led.log.next_seq - 60
         assert all(pq.read_metadata(s.path).num_row_groups >= 5 for s in segments)
