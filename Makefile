@@ -45,7 +45,9 @@ demo: venv
 # server against its PostgreSQL reference (server-latest.json), 4 shards against 1
 # (cluster-latest.json), a 1M-record Kafka offsets import
 # and `follow kafka` of the same records from a mock cluster against it, a Kafka consumer with its
-# offsets in the ledger against Kafka's own (kafka-consumer-latest.json).
+# offsets in the ledger against Kafka's own (kafka-consumer-latest.json),
+# and the read-scaling table (1M and 10M events; ledgers cached in bench/.cache) next to SQLite,
+# with history through serve (read-scaling-latest.{json,md}).
 bench: venv tools-check java-check
 	$(BIN)/python -m bench.run --size default
 	$(BIN)/python -m bench.server_bench
@@ -53,9 +55,11 @@ bench: venv tools-check java-check
 	$(BIN)/python -m bench.kafka_offsets_dump --records 1000000 --repeats 1 | tee bench/results/kafka-offsets-latest.jsonl
 	$(BIN)/python -m bench.kafka_follow --records 1000000 | tee bench/results/kafka-follow-latest.json
 	$(BIN)/python -m bench.kafka_consumer_bench
+	$(BIN)/python -m bench.read_scaling --size default --http --mechanisms
 
-bench-full: venv java-check
+bench-full: venv java-check tools-check
 	$(BIN)/python -m bench.run --size full
+	$(BIN)/python -m bench.read_scaling --size full --http
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1504,9 +1504,10 @@ def compact(
     row_group_events: int = typer.Option(None, "--row-group-events", metavar="N",
                                          help="Rows per Parquet row group (131072)."),
     order: str = typer.Option(
-        None, "--order", metavar="seq|key",
-        help="Rows inside a row group: seq (default; smallest files) or key (group, topic, "
-             "queue, seq: per-group history reads ~2x faster, ~25% more bytes)."),
+        None, "--order", metavar="cluster|seq|key",
+        help="Layout: cluster (default; as sealing writes: rows by group then seq, row groups "
+             "of whole groups, read by the read index), seq (row groups of --row-group-events "
+             "in seq order) or key (the same row groups sorted by group, topic, queue, seq)."),
     master: str = typer.Option(None, "--master", metavar="URL", help=MASTER_HELP),
     as_json: bool = json_opt(),
 ) -> None:
@@ -1521,7 +1522,7 @@ def compact(
     )
 
     if order is not None and order not in ORDERS:
-        raise InvalidInput(f"invalid --order {order!r}: use {' or '.join(ORDERS)}")
+        raise InvalidInput(f"invalid --order {order!r}: use {', '.join(ORDERS)}")
     chosen = _spark_roots(ctx, roots, many=True)
     for name, value in (("--target-events", target_events), ("--target-bytes", target_bytes),
                         ("--row-group-events", row_group_events)):

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from bench.workload import Shape
 from ledger.fold.events import EVENT_SCHEMA
+from ledger.store.writer import CLUSTER_COLUMNS
 from storage import LogSettings, SegmentedLog
 
 SEED = 20_251_122
@@ -45,6 +46,8 @@ P_RESET = 1e-5
 HISTORY_GROUP = 7  # the group whose history is timed
 QUERY_REPEAT = 3
 MASTER = "local[2]"
+#: Row groups of the clustered layout (the ledger's sealing, `LogSettings`).
+CLUSTER_ROW_GROUP_EVENTS = LogSettings().cluster_row_group_events
 #: Below this share of the total, Spark's start-up no longer matters.
 STARTUP_SHARE = 0.10
 WARMUP_EVENTS = 50_000
@@ -126,10 +129,11 @@ def _running(ids: np.ndarray, step: np.ndarray, state: np.ndarray, size: int
 
 
 def write_log(root: Path, events: int, segments: int) -> dict[str, Any]:
-    """The synthetic log, sealed into `segments` segments through the storage layer."""
+    """The synthetic log, sealed into `segments` segments through the storage layer (clustered
+    by group, as the ledger seals)."""
     per_segment = -(-events // segments)
     settings = LogSettings(segment_events_max=per_segment, durability="none",
-                           segment_bytes_max=2**32 - 1)
+                           segment_bytes_max=2**32 - 1, cluster_columns=CLUSTER_COLUMNS)
     start = time.perf_counter()
     with SegmentedLog.open(root, EVENT_SCHEMA, settings, writer=True,
                            clock=lambda: T0_MS) as log:
@@ -165,8 +169,10 @@ def history_query(paths: list[str], group: str) -> tuple[float, int]:
 
 
 def duckdb_merge(runs: list[list[str]], bases: list[int], out_dir: Path,
-                 row_group_events: int, keys: tuple[str, ...]) -> dict[str, Any]:
-    """The same merge in DuckDB: per run, COPY (SELECT ... ORDER BY row group, `keys`)."""
+                 row_group_events: int, keys: tuple[str, ...] | None) -> dict[str, Any]:
+    """The same merge in DuckDB: per run, COPY (SELECT ... ORDER BY row group, `keys`); with
+    `keys` None, the clustered layout's order (consumer_group, then seq, over the whole run,
+    in row groups of `CLUSTER_ROW_GROUP_EVENTS`)."""
     con = duckdb.connect()
     con.execute("SET threads TO 2")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -175,10 +181,14 @@ def duckdb_merge(runs: list[list[str]], bases: list[int], out_dir: Path,
     for files, base in zip(runs, bases, strict=True):
         dst = out_dir / f"{base:020d}.parquet"
         listed = "[" + ", ".join(f"'{p}'" for p in files) + "]"
+        if keys is None:
+            order, rows = "consumer_group NULLS LAST, seq", CLUSTER_ROW_GROUP_EVENTS
+        else:
+            order = f"(seq - {base}) // {row_group_events}, {', '.join(keys)}"
+            rows = row_group_events
         con.execute(
-            f"COPY (SELECT * FROM read_parquet({listed}) ORDER BY (seq - {base}) // "
-            f"{row_group_events}, {', '.join(keys)}) TO '{dst}' "
-            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group_events})")
+            f"COPY (SELECT * FROM read_parquet({listed}) ORDER BY {order}) TO '{dst}' "
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {rows})")
         outputs.append(str(dst))
     seconds = time.perf_counter() - start
     con.close()
@@ -254,7 +264,7 @@ def run(events: int = 10_000_000, segments: int = 100, quick: bool = False) -> d
             }
             duck = duckdb_merge([[str(s.path) for s in r] for r in runs],
                                 [r[0].base_seq for r in runs], work / f"duckdb-{order}",
-                                ROW_GROUP_EVENTS_DEFAULT, keys)
+                                ROW_GROUP_EVENTS_DEFAULT, None if order == "cluster" else keys)
             duck_after_s, duck_rows = history_query(untouched + duck["paths"], group)
             duck_runs[order] = {
                 "seconds": duck["seconds"],

@@ -125,17 +125,20 @@ class Ledger:
     def open(
         cls, path: str | os.PathLike[str], *, clock: Callable[[], int] | None = None,
         readonly: bool = False, fs: FileSystem | None = None, backfill: bool = False,
-        **settings: Any,
+        read_index: bool = True, **settings: Any,
     ) -> Ledger:
         """Open (creating if needed) a data directory as its single writer, or as a reader.
         `backfill`: commands through this handle may carry a `ts` more than the clock skew
         (setting `clock_skew_ms`) ahead of `clock` (simulations, replays of synthetic time);
-        otherwise such a command is refused naming its ts."""
+        otherwise such a command is refused naming its ts. `read_index=False` reads without the
+        log's read index (every row group of a range decoded, the tail scanned): the same
+        answers, for checks and comparisons."""
         root = Path(path)
         clock = clock or wall_clock_ms
         if readonly:
-            return cls(Writer.open_reader(root, clock=clock, fs=fs))
-        return cls(Writer.open(root, clock=clock, fs=fs, backfill=backfill, **settings))
+            return cls(Writer.open_reader(root, clock=clock, fs=fs, read_index=read_index))
+        return cls(Writer.open(root, clock=clock, fs=fs, backfill=backfill,
+                               read_index=read_index, **settings))
 
     @classmethod
     def open_for_read(cls, path: str | os.PathLike[str], **kw: Any) -> Ledger:

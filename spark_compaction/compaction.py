@@ -9,13 +9,16 @@ content checksum of the staged file against the run; and `SegmentedLog.replace` 
 one manifest commit. So every row group covers a contiguous seq range (seq/ts statistics still
 prune), and Spark's part-file names never reach the log.
 
-Two orders of the rows inside a row group (`ORDERS`):
-- `seq` (the default): seq order, as sealing writes them. seq and ts stay runs that delta
-  encoding stores in a few bits, so the output is the smallest (4.79 bytes/event on the ledger
-  of the 1M bench commands, README "Performance").
-- `key`: sorted by (consumer_group, topic, queue_id, seq), so one group's or one key's history
-  is a few runs per row group (per-group reads ~2x faster there), at the cost of bytes: seq and
-  ts become permutations inside each row group (6.01 bytes/event on the same ledger).
+Three layouts (`ORDERS`):
+- `cluster` (the default): the layout sealing writes (storage's `write_segment`): the whole
+  merged segment sorted by the log's clustering key (the consumer group) then seq, in row groups
+  of whole groups, so the read index finds a group's rows in one or two row groups of the bigger
+  segment as it does in sealed ones. The driver sorts (the rows are there anyway); Spark only
+  reads and checks. Row groups are the sealing's (`--row-group-events` is not used).
+- `seq`: row groups of `row_group_events` rows over contiguous seq ranges, rows in seq order
+  inside (the layout sealing wrote before segments were clustered). seq and ts stay runs that
+  delta encoding stores in a few bits, but a group's rows are in every row group.
+- `key`: the same row groups, rows sorted by (consumer_group, topic, queue_id, seq) inside each.
 The order applies to the runs merged now; segments compacted before are left as they are.
 
 The writer lock is held for the whole job: compaction refuses to run beside a Ledger writer
@@ -51,7 +54,7 @@ from spark_compaction.session import (
 )
 from storage import FileSystem, OsFileSystem, SegmentedLog, SegmentInfo, StorageError, names
 from storage.fs import remove_quietly, sync_dir
-from storage.sealed import write_parquet
+from storage.sealed import write_parquet, write_segment
 
 #: A compacted segment holds at most this many events ...
 TARGET_EVENTS_DEFAULT = 8_000_000
@@ -71,10 +74,11 @@ CHUNKS_PARALLEL_MAX = 4
 STAGING_DIR = "compaction"
 #: Key order inside a row group (order "key").
 SORT_KEYS = ("consumer_group", "topic", "queue_id", "seq")
-#: The orders of rows inside a compacted row group, and the columns each sorts by.
-ORDER_KEYS: dict[str, tuple[str, ...]] = {"seq": ("seq",), "key": SORT_KEYS}
+#: The orders of rows inside a compacted row group, and the columns Spark sorts by ("cluster":
+#: seq, then the driver writes the sealing layout).
+ORDER_KEYS: dict[str, tuple[str, ...]] = {"cluster": ("seq",), "seq": ("seq",), "key": SORT_KEYS}
 ORDERS = tuple(ORDER_KEYS)
-ORDER_DEFAULT = "seq"
+ORDER_DEFAULT = "cluster"
 
 Progress = Callable[[str], None]
 
@@ -253,7 +257,10 @@ def _compact_run(
     table = sorted_run_table(spark, run, row_group_events, order)
     t_sort = time.perf_counter()
     staged = staging / names.parquet_name(base)
-    size = write_parquet(fs, staged, table, log.settings, row_group_events)
+    if order == "cluster":  # the sealing's layout, as every sealed segment has it
+        size, _ = write_segment(fs, staged, table, log.settings)
+    else:
+        size = write_parquet(fs, staged, table, log.settings, row_group_events)
     sync_dir(fs, staging)
     del table
     t_write = time.perf_counter()

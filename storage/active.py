@@ -17,6 +17,7 @@ from storage import names
 from storage.errors import CorruptSegmentError, LogFailedError, StorageError
 from storage.frames import DecodedFrames, SeqChain, decode_frames, encode_frame
 from storage.fs import FileHandle, FileSystem, sync_handle, write_all
+from storage.index import TailIndex
 
 # Small batches are merged in memory so that a segment of single-row appends does not hold a
 # million Arrow objects.
@@ -61,6 +62,8 @@ class ActiveSegment:
         self.ts_max: int | None = None
         self.rolling_ts_ms: int | None = None
         self.unsynced_events = 0
+        # Per column asked about: the rows of each value (extended on read, never on append).
+        self._tail_indexes: dict[str, TailIndex] = {}
 
     @property
     def end_seq(self) -> int:
@@ -79,7 +82,7 @@ class ActiveSegment:
             data = self.fs.read_bytes(self.path)
         except FileNotFoundError:
             return RecoveredTail(str(self.path), 0, 0, 0, None)
-        decoded = self._decode(data)
+        decoded = self._decode(data, self.base_seq)
         if truncate and decoded.error is not None:
             first = self.base_seq + sum(b.num_rows for b in decoded.batches)
             proof = acknowledged(first) if decoded.torn and acknowledged is not None else None
@@ -107,9 +110,33 @@ class ActiveSegment:
             str(self.path), self.events, decoded.end_offset, decoded.bytes_cut, decoded.error
         )
 
-    def _decode(self, data: bytes) -> DecodedFrames:
+    def follow(self) -> bool:
+        """Reader: decode the frames the writer appended since this segment was loaded (a torn
+        last frame waits for the next call). False when the file no longer continues what was
+        read (it is gone or shorter): take a new snapshot then."""
+        try:
+            source = self.fs.open_input(self.path)
+        except FileNotFoundError:
+            return False
+        try:
+            size = source.size()
+            if size < self.bytes:
+                return False
+            if size == self.bytes:
+                return True
+            source.seek(self.bytes)
+            data = source.read(size - self.bytes)
+        finally:
+            source.close()
+        decoded = self._decode(data, self.end_seq)
+        for batch in decoded.batches:
+            self._remember(batch)
+        self.bytes += decoded.end_offset
+        return decoded.error is None or decoded.torn
+
+    def _decode(self, data: bytes, first_seq: int) -> DecodedFrames:
         return decode_frames(data, self.schema,
-                             validate=SeqChain(self.base_seq, self._seq_index, self._ts_index))
+                             validate=SeqChain(first_seq, self._seq_index, self._ts_index))
 
     def append(self, batch: pa.RecordBatch, now_ms: int) -> bool:
         """Write `batch` as one frame (no fsync); True if this created the file.
@@ -179,6 +206,15 @@ class ActiveSegment:
     def table(self) -> pa.Table:
         """The segment's rows as one table (chunks as appended)."""
         return pa.Table.from_batches(self.batches(), schema=self.schema)
+
+    def tail_index(self, column: str) -> TailIndex:
+        """The rows of each value of `column`, extended by the rows appended since the last
+        read that asked (so appends pay nothing for it)."""
+        index = self._tail_indexes.get(column)
+        if index is None:
+            index = self._tail_indexes[column] = TailIndex(column)
+        index.extend(self.table())
+        return index
 
     def close(self) -> None:
         """Close the file handle (no fsync)."""

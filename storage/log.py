@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -36,12 +36,20 @@ from storage.reads import RangeReader
 from storage.recovery import (
     READER_RETRIES_MAX,
     RecoveryReport,
+    follow_snapshot,
     recover,
     take_newer_snapshot,
     take_snapshot,
 )
 from storage.retention import plan_retention
-from storage.schema import check_columns, check_schema, conform, not_null_indices
+from storage.schema import (
+    check_cluster_columns,
+    check_columns,
+    check_schema,
+    check_where,
+    conform,
+    not_null_indices,
+)
 from storage.sealed import ReadStats, SeqTsRange
 from storage.sealer import Sealer
 from storage.segments import LogSegments, SegmentInfo
@@ -90,6 +98,7 @@ class SegmentedLog:
         clock: Callable[[], int],
         writer: bool,
         fs: FileSystem,
+        read_index: bool = True,
     ):
         self.root = root
         self.schema = schema
@@ -104,7 +113,7 @@ class SegmentedLog:
         self._sealer = Sealer(self._segments, settings, clock)
         self._latch = FailureLatch()
         self._closed = False
-        self._reads = RangeReader(self._segments)
+        self._reads = RangeReader(self._segments, read_index)
         self.last_read_stats = ReadStats()
         self.recovery = RecoveryReport(tail=RecoveredTail("", 0, 0, 0, None))
 
@@ -120,6 +129,7 @@ class SegmentedLog:
         clock: Callable[[], int] | None = None,
         writer: bool = True,
         fs: FileSystem | None = None,
+        read_index: bool = True,
         witness: Callable[[], Witness | None] | None = None,
     ) -> SegmentedLog:
         """Open (and with writer=True create or recover) the log in data directory `root`.
@@ -129,9 +139,13 @@ class SegmentedLog:
         tail that a later frame, a checkpoint or `witness` (the caller's evidence of what was
         acknowledged, asked only then) proves acknowledged is refused, never cut. Reader: no
         lock and no change on disk, a snapshot of the manifest and the active tail's intact
-        prefix (`refresh()` takes a newer one).
+        prefix (`refresh()` takes a newer one). `read_index=False` keeps no read index: every
+        read parses footers afresh and decodes every row group of its seq/ts range (the check
+        that the index changes no answer).
         """
         check_schema(schema)
+        if settings is not None:
+            check_cluster_columns(schema, settings.cluster_columns)
         log_ = cls(
             Path(root),
             schema,
@@ -139,6 +153,7 @@ class SegmentedLog:
             clock if clock is not None else _wall_clock_ms,
             writer,
             fs if fs is not None else OsFileSystem(),
+            read_index,
         )
         if writer:
             log_._open_writer(witness)
@@ -165,11 +180,12 @@ class SegmentedLog:
         self.recovery = take_snapshot(self._segments)
 
     def refresh(self) -> None:
-        """Reader: take a newer snapshot (manifest and tail). Writer: nothing to do."""
+        """Reader: take a newer snapshot (manifest and tail), reading only the frames appended
+        since while the manifest is unchanged. Writer: nothing to do."""
         with self._mutex:
             self._check_open()
             if not self._writer:
-                self._take_snapshot()
+                self.recovery = follow_snapshot(self._segments, self.recovery)
 
     # ----------------------------------------------------------------------------- state
 
@@ -327,21 +343,39 @@ class SegmentedLog:
         ts_gte: int | None = None,
         ts_lt: int | None = None,
         columns: list[str] | None = None,
+        where: Mapping[str, Sequence[object]] | None = None,
+        newest: int | None = None,
     ) -> pa.Table:
         """Rows of sealed segments and tail within the bounds, in seq order.
 
-        Prunes whole segments by the manifest's seq/ts ranges and row groups by Parquet
-        statistics (see `last_read_stats`). A lower bound before the log start raises
-        `LogRangeError` naming the earliest seq and ts still held.
+        `where` keeps the rows whose column holds one of the values listed (a keyed read:
+        `{"consumer_group": ["g1"]}`); `newest` keeps only the newest N rows, reading segments
+        newest first until it has them. Prunes whole segments by the manifest's seq/ts ranges
+        and row groups by the resident index of their statistics (see `last_read_stats`); the
+        active segment's rows of a key are found by its tail index. A lower bound before the
+        log start raises `LogRangeError` naming the earliest seq and ts still held.
         """
         bounds = SeqTsRange(seq_gte, seq_lt, ts_gte, ts_lt)
         wanted = check_columns(self.schema, columns)
+        conditions = check_where(self.schema, where)
+        if newest is not None and newest < 0:
+            raise StorageError(f"newest must be >= 0, got {newest}")
 
         def read_once() -> pa.Table:
-            table, self.last_read_stats = self._reads.read(bounds, wanted)
+            table, self.last_read_stats = self._reads.read(bounds, wanted, conditions, newest)
             return table
 
         return self._reading(read_once)
+
+    def seq_after_ts(self, ts: int) -> int:
+        """The first seq whose ts is > `ts` (the next seq when none is): for callers whose ts
+        never decreases along seq. One segment is counted, by its row groups' ts ranges or its
+        resident time index; the tail is searched."""
+        return self._reading(lambda: self._reads.seq_after_ts(ts))
+
+    def ts_of_seq(self, seq: int) -> int | None:
+        """The ts of the row at `seq`; None when the log does not hold it."""
+        return self._reading(lambda: self._reads.ts_of_seq(seq))
 
     def _reading(
         self, read_once: Callable[[], _T], retry_on: type[Exception] = CorruptSegmentError

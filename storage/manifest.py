@@ -84,11 +84,21 @@ def manifest_path(log_directory: Path) -> Path:
 
 def load(fs: FileSystem, log_directory: Path) -> Manifest | None:
     """The committed manifest, or None if the log was never created."""
-    path = manifest_path(log_directory)
+    data = read_bytes(fs, log_directory)
+    return None if data is None else parse(data, manifest_path(log_directory))
+
+
+def read_bytes(fs: FileSystem, log_directory: Path) -> bytes | None:
+    """The manifest file as it is (None if the log was never created): a reader that holds
+    these bytes already knows the manifest (`parse` needs not run again)."""
     try:
-        data = fs.read_bytes(path)
+        return fs.read_bytes(manifest_path(log_directory))
     except FileNotFoundError:
         return None
+
+
+def parse(data: bytes, path: Path) -> Manifest:
+    """A manifest from its file's bytes: decoded, its checksum and invariants checked."""
     try:
         manifest = msgspec.json.decode(data, type=Manifest)
     except msgspec.DecodeError as exc:

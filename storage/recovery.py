@@ -185,20 +185,35 @@ def take_snapshot(segments: LogSegments) -> RecoveryReport:
     """Reader: read manifest then tail; retry until the manifest did not change in between."""
     fs, log_dir = segments.fs, segments.log_dir
     for _ in range(READER_RETRIES_MAX):
-        first = manifest_io.load(fs, log_dir)
-        if first is None:
+        data = manifest_io.read_bytes(fs, log_dir)
+        if data is None:
             raise StorageError(
                 f"no log at {segments.root}: {manifest_io.manifest_path(log_dir)} not found"
             )
+        first = manifest_io.parse(data, manifest_io.manifest_path(log_dir))
         _check_stored_schema(segments, first)
         active = segments.new_active(first.active_base_seq)
         tail = active.load(truncate=False)
-        second = manifest_io.load(fs, log_dir)
-        if second is not None and second.revision == first.revision:
+        if manifest_io.read_bytes(fs, log_dir) == data:  # no commit in between
             segments.manifest = first
+            segments.manifest_bytes = data
             segments.active = active
             return RecoveryReport(tail)
     raise StorageError(f"the log at {segments.root} kept changing while taking a snapshot")
+
+
+def follow_snapshot(segments: LogSegments, report: RecoveryReport) -> RecoveryReport:
+    """Reader: the newer snapshot, reading only what changed: with the manifest unchanged, the
+    frames appended to the active segment since (its rows and tail index are kept); after a
+    seal, retention or swap, a new snapshot."""
+    fs, log_dir = segments.fs, segments.log_dir
+    held = segments.manifest_bytes
+    if held is not None and manifest_io.read_bytes(fs, log_dir) == held:
+        active = segments.active
+        if active.follow() and manifest_io.read_bytes(fs, log_dir) == held:
+            return RecoveryReport(msgspec.structs.replace(
+                report.tail, events=active.events, bytes_kept=active.bytes))
+    return take_snapshot(segments)
 
 
 def take_newer_snapshot(segments: LogSegments) -> RecoveryReport | None:

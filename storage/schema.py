@@ -7,6 +7,8 @@ columns in another order are reordered, anything else is refused saying what dif
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pyarrow as pa
 
 from storage.errors import SchemaError
@@ -92,3 +94,26 @@ def check_columns(schema: pa.Schema, columns: list[str] | None) -> list[str]:
     if unknown:
         raise SchemaError(f"unknown columns {unknown}; the log has {schema.names}")
     return list(columns)
+
+
+def check_cluster_columns(schema: pa.Schema, columns: tuple[str, ...]) -> None:
+    """The clustering key names columns of the schema other than seq."""
+    unknown = [c for c in columns if c not in schema.names or c == SEQ_COLUMN]
+    if unknown:
+        raise SchemaError(f"cluster_columns {unknown} are not columns of the log (seq comes "
+                          f"last by itself); the log has {schema.names}")
+
+
+def check_where(schema: pa.Schema, where: Mapping[str, Sequence[object]] | None
+                ) -> dict[str, tuple[object, ...]] | None:
+    """A keyed read's conditions: known columns, each with a list of non-null values."""
+    if not where:
+        return None
+    out: dict[str, tuple[object, ...]] = {}
+    for name, values in where.items():
+        if name not in schema.names:
+            raise SchemaError(f"unknown column {name!r} in where; the log has {schema.names}")
+        if isinstance(values, str | bytes) or any(v is None for v in values):
+            raise SchemaError(f"where {name!r} takes a list of non-null values, got {values!r}")
+        out[name] = tuple(values)
+    return out

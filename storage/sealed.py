@@ -19,7 +19,7 @@ latency for size (32,768 rows: about 60% of the latency for 3% more bytes).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 import crc32c
@@ -29,51 +29,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.bounds import ReadStats, SeqTsRange
 from storage.errors import CorruptSegmentError, SchemaError
 from storage.fs import FileSystem, write_file_atomically
+from storage.index import SegmentIndex, SegmentIndexes, Where, value_mask
 from storage.settings import LogSettings
 
 DATA_PAGE_BYTES = 1024 * 1024
 DICTIONARY_PAGE_BYTES_MAX = 1024 * 1024
-FOOTER_CACHE_ENTRIES = 4096
-
-
-class SeqTsRange(msgspec.Struct, frozen=True):
-    """Half-open bounds on seq and ts; None means unbounded."""
-
-    seq_gte: int | None = None
-    seq_lt: int | None = None
-    ts_gte: int | None = None
-    ts_lt: int | None = None
-
-    def overlaps(self, seq_min: int, seq_max: int, ts_min: int | None, ts_max: int | None) -> bool:
-        """Whether rows with seq in [seq_min, seq_max] and ts in [ts_min, ts_max] may match."""
-        if self.seq_gte is not None and seq_max < self.seq_gte:
-            return False
-        if self.seq_lt is not None and seq_min >= self.seq_lt:
-            return False
-        if ts_min is None or ts_max is None:
-            return True
-        if self.ts_gte is not None and ts_max < self.ts_gte:
-            return False
-        return not (self.ts_lt is not None and ts_min >= self.ts_lt)
-
-    @property
-    def unbounded(self) -> bool:
-        """True when no bound is set."""
-        return (
-            self.seq_gte is None and self.seq_lt is None and self.ts_gte is None
-            and self.ts_lt is None
-        )
-
-
-class ReadStats(msgspec.Struct):
-    """What a read touched: lets tests and benchmarks see pruning work."""
-
-    segments_read: int = 0
-    segments_skipped: int = 0
-    row_groups_read: int = 0
-    row_groups_skipped: int = 0
 
 
 class FileFacts(msgspec.Struct, frozen=True):
@@ -114,12 +77,82 @@ def write_options(
 
 
 def encode_parquet(
-    table: pa.Table, settings: LogSettings, row_group_rows: int | None = None
+    table: pa.Table, settings: LogSettings, row_group_rows: int | None = None,
 ) -> pa.Buffer:
     """`table` as the bytes of a Parquet file (in memory, so one write goes through the shim)."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, **write_options(table.schema, settings, row_group_rows))
     return sink.getvalue()
+
+
+def encode_clustered(table: pa.Table, settings: LogSettings) -> pa.Buffer:
+    """A segment's rows as a clustered Parquet file: sorted by the clustering key then seq,
+    each row group holding whole runs of key values (several small ones together) up to
+    `sealed_row_group_events` rows, a longer run split evenly: a key value's rows are read
+    without its neighbours', and inside a long run the row groups' ts and seq statistics
+    narrow a time window down. The sort order is recorded in the footer."""
+    columns = settings.cluster_columns
+    table = cluster_order(table, columns)
+    options = write_options(table.schema, settings, settings.sealed_row_group_events)
+    options["sorting_columns"] = pq.SortingColumn.from_ordering(
+        table.schema, [(name, "ascending") for name in (*columns, "seq")],
+        null_placement="at_end")
+    del options["row_group_size"]
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, **options) as writer:
+        for start, end in key_row_groups(table, columns, settings.sealed_row_group_events):
+            writer.write_table(table.slice(start, end - start), row_group_size=end - start)
+    return sink.getvalue()
+
+
+def key_row_groups(table: pa.Table, columns: Sequence[str], rows_max: int
+                   ) -> list[tuple[int, int]]:
+    """Row ranges of the row groups of a table sorted by `columns`: whole runs of equal key
+    values packed up to `rows_max` rows, a run longer than that cut into even pieces."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    change = np.zeros(n, bool)
+    change[0] = True
+    for name in columns:
+        column = table.column(name).combine_chunks()
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        differs = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, n - 1)), True)
+        differs = differs.to_numpy(zero_copy_only=False) & ~(nulls[1:] & nulls[:-1])
+        change[1:] |= differs
+    starts = np.flatnonzero(change).tolist()
+    out: list[tuple[int, int]] = []
+    lo = 0
+    for run_start, run_end in zip(starts, [*starts[1:], n], strict=True):
+        length = run_end - run_start
+        if run_end - lo <= rows_max:
+            continue  # the run joins the row group being packed
+        if run_start > lo:
+            out.append((lo, run_start))
+        if length > rows_max:
+            pieces = -(-length // rows_max)
+            cuts = [run_start + length * i // pieces for i in range(pieces + 1)]
+            out.extend(zip(cuts[:-1], cuts[1:], strict=True))
+            lo = run_end
+        else:
+            lo = run_start
+    if lo < n:
+        out.append((lo, n))
+    return out
+
+
+def write_segment(fs: FileSystem, path: Path, table: pa.Table, settings: LogSettings
+                  ) -> tuple[int, int]:
+    """Seal `table` (a segment's rows in seq order) as `path`: clustered by
+    `settings.cluster_columns` when set (`encode_clustered`), else in seq order in row groups
+    of `row_group_events`. Returns the size and the crc32c of the file (as
+    `write_parquet_checked`)."""
+    if settings.cluster_columns:
+        data = encode_clustered(table, settings)
+    else:
+        data = encode_parquet(table, settings, settings.sealed_row_group_events)
+    write_file_atomically(fs, path, data)
+    return data.size, crc32c.crc32c(data)
 
 
 def write_parquet(
@@ -150,25 +183,6 @@ def write_parquet_checked(
     return data.size, crc32c.crc32c(data)
 
 
-class FooterCache:
-    """Parsed Parquet footers of immutable files, keyed by path, size and seq range."""
-
-    def __init__(self, entries_max: int = FOOTER_CACHE_ENTRIES):
-        self._entries: OrderedDict[tuple[str, int, int, int], pq.FileMetaData] = OrderedDict()
-        self._entries_max = entries_max
-
-    def get(self, key: tuple[str, int, int, int]) -> pq.FileMetaData | None:
-        md = self._entries.get(key)
-        if md is not None:
-            self._entries.move_to_end(key)
-        return md
-
-    def put(self, key: tuple[str, int, int, int], md: pq.FileMetaData) -> None:
-        self._entries[key] = md
-        if len(self._entries) > self._entries_max:
-            self._entries.popitem(last=False)
-
-
 class SegmentRef(msgspec.Struct, frozen=True):
     """Where a sealed segment is and what the manifest says it holds."""
 
@@ -179,24 +193,47 @@ class SegmentRef(msgspec.Struct, frozen=True):
     bytes: int
 
 
-def _corrupt(ref: SegmentRef, why: str) -> CorruptSegmentError:
+def corrupt(ref: SegmentRef, why: str) -> CorruptSegmentError:
+    """The error for a segment that is not what the manifest says, naming it."""
     return CorruptSegmentError(ref.path, ref.base_seq, ref.end_seq, why)
 
 
-def _stat_range(md: pq.FileMetaData, row_group: int, column: int | None) -> tuple | None:
-    if column is None:
-        return None
-    stats = md.row_group(row_group).column(column).statistics
-    if stats is None or not stats.has_min_max:
-        return None
-    return stats.min, stats.max
+def segment_index(fs: FileSystem, ref: SegmentRef, indexes: SegmentIndexes,
+                  source: pa.NativeFile | None = None) -> SegmentIndex:
+    """The resident index of a sealed segment: its footer read, checked against what the
+    manifest says (size, rows) and kept, on the first read of the file."""
+    key = (str(ref.path), ref.bytes, ref.base_seq, ref.end_seq)
+    found = indexes.get(key)
+    if found is not None:
+        return found
+    opened = source is None
+    if source is None:
+        source = _open(fs, ref)
+    try:
+        size = source.size()
+        if size != ref.bytes:
+            raise corrupt(ref, f"file holds {size} bytes, the manifest says {ref.bytes}")
+        try:
+            md = pq.ParquetFile(source).metadata
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise corrupt(ref, f"unreadable footer: {exc}") from exc
+    finally:
+        if opened:
+            source.close()
+    if md.num_rows != ref.events:
+        raise corrupt(ref, f"file holds {md.num_rows} rows, the manifest says {ref.events}")
+    index = SegmentIndex(md)
+    indexes.put(key, index)
+    return index
 
 
-def _column_index(md: pq.FileMetaData, name: str) -> int | None:
-    for i in range(md.num_columns):
-        if md.schema.column(i).path == name:
-            return i
-    return None
+def _open(fs: FileSystem, ref: SegmentRef) -> pa.NativeFile:
+    try:
+        return fs.open_input(ref.path)
+    except FileNotFoundError:
+        raise corrupt(ref, "listed in the manifest but missing") from None
+    except OSError as exc:
+        raise corrupt(ref, f"cannot open: {exc}") from exc
 
 
 def read_segment(
@@ -205,75 +242,81 @@ def read_segment(
     bounds: SeqTsRange,
     columns: list[str],
     stats: ReadStats,
-    cache: FooterCache,
+    indexes: SegmentIndexes,
+    where: Where | None = None,
+    prune_by_where: bool = True,
 ) -> pa.Table:
-    """Rows of one sealed segment within `bounds`, in seq order, with `columns` (must include
-    seq and ts when bounds are set).
+    """Rows of one sealed segment within `bounds` matching `where`, in seq order, with
+    `columns` (must include seq, ts and the `where` columns when they are set).
 
-    A missing, unreadable or different file than the manifest says raises CorruptSegmentError
-    (a reader then re-reads the manifest: a writer may have swapped or retired the file).
+    Only the row groups the resident index says may hold such rows are read (by `bounds`
+    alone without `prune_by_where`: every row group of the range is decoded). A missing,
+    unreadable or different file than the manifest says raises CorruptSegmentError (a reader
+    then re-reads the manifest: a writer may have swapped or retired the file).
     """
+    source = _open(fs, ref)
     try:
-        source = fs.open_input(ref.path)
-    except FileNotFoundError:
-        raise _corrupt(ref, "listed in the manifest but missing") from None
-    except OSError as exc:
-        raise _corrupt(ref, f"cannot open: {exc}") from exc
-    try:
-        key = (str(ref.path), ref.bytes, ref.base_seq, ref.end_seq)
-        md = cache.get(key)
-        if md is None:
-            size = source.size()
-            if size != ref.bytes:
-                raise _corrupt(ref, f"file holds {size} bytes, the manifest says {ref.bytes}")
-            try:
-                md = pq.ParquetFile(source).metadata
-            except (OSError, pa.ArrowException, ValueError) as exc:
-                raise _corrupt(ref, f"unreadable footer: {exc}") from exc
-            if md.num_rows != ref.events:
-                raise _corrupt(ref, f"file holds {md.num_rows} rows, the manifest says {ref.events}")
-            cache.put(key, md)
-        seq_col = _column_index(md, "seq")
-        ts_col = _column_index(md, "ts")
-        chosen: list[int] = []
-        for rg in range(md.num_row_groups):
-            seq_range = _stat_range(md, rg, seq_col)
-            ts_range = _stat_range(md, rg, ts_col)
-            seq_min, seq_max = seq_range if seq_range else (ref.base_seq, ref.end_seq - 1)
-            ts_min, ts_max = ts_range if ts_range else (None, None)
-            if bounds.overlaps(seq_min, seq_max, ts_min, ts_max):
-                chosen.append(rg)
+        index = segment_index(fs, ref, indexes, source)
+        chosen = index.choose(bounds, where if prune_by_where else None)
         stats.row_groups_read += len(chosen)
-        stats.row_groups_skipped += md.num_row_groups - len(chosen)
+        stats.row_groups_skipped += index.row_groups - len(chosen)
         # A selective read takes strings as dictionary indices (3-4x faster to decode than
         # materializing every string of the row group) and decodes only the rows kept.
-        strings = None if bounds.unbounded else _string_columns(md, columns)
+        selective = not bounds.unbounded or bool(where)
+        strings = ([c for c in columns if c in index.strings] or None) if selective else None
         try:
+            # no pre-buffering: a few row groups are read at once, and its I/O threads cost
+            # more than the reads they would overlap
             reader = pq.ParquetFile(
-                source, metadata=md, page_checksum_verification=True, read_dictionary=strings
-            )
-            table = reader.read_row_groups(chosen, columns=columns, use_threads=True)
+                source, metadata=index.md, page_checksum_verification=True,
+                read_dictionary=strings, pre_buffer=False)
+            table = reader.read_row_groups(chosen, columns=columns, use_threads=False)
         except (OSError, pa.ArrowException, ValueError) as exc:
-            raise _corrupt(ref, f"unreadable data: {exc}") from exc
+            raise corrupt(ref, f"unreadable data: {exc}") from exc
     finally:
         source.close()
-    return _filter_and_order(table, bounds, ref)
+    # a key's rows of clustered row groups holding nothing else need no filter by it
+    unsettled = {name: values for name, values in (where or {}).items()
+                 if not index.holds_only(name, values, chosen)}
+    return _filter_and_order(table, bounds, ref, unsettled)
 
 
-def _filter_and_order(table: pa.Table, bounds: SeqTsRange, ref: SegmentRef) -> pa.Table:
-    if table.num_rows == 0:
-        return table
-    seqs = table.column("seq")
+def _filter_and_order(table: pa.Table, bounds: SeqTsRange, ref: SegmentRef,
+                      where: Where | None) -> pa.Table:
+    """The rows within `bounds` matching `where` (conditions the row groups' statistics
+    already settle are left out by the caller), in seq order: one take."""
+    n = table.num_rows
+    if n == 0:
+        return _plain_strings(table)
+    seqs = table.column("seq").to_numpy()
     # Rows outside the segment's own range would mean the file is not what the manifest says.
-    extremes = pc.min_max(seqs)
-    low, high = extremes["min"].as_py(), extremes["max"].as_py()
+    low, high = int(seqs.min()), int(seqs.max())
     if low < ref.base_seq or high >= ref.end_seq:
-        raise _corrupt(ref, f"rows with seq {low}..{high} outside the segment's range")
-    if not bounds.unbounded:
-        table = table.filter(range_mask(table, bounds))
-    seq_np = table.column("seq").to_numpy()
-    if len(seq_np) > 1 and not bool(np.all(seq_np[1:] > seq_np[:-1])):
-        table = table.take(pc.sort_indices(table.column("seq")))
+        raise corrupt(ref, f"rows with seq {low}..{high} outside the segment's range")
+    keep = np.ones(n, bool)
+    if bounds.seq_gte is not None:
+        keep &= seqs >= bounds.seq_gte
+    if bounds.seq_lt is not None:
+        keep &= seqs < bounds.seq_lt
+    if bounds.ts_gte is not None or bounds.ts_lt is not None:
+        ts = table.column("ts").to_numpy()
+        if bounds.ts_gte is not None:
+            keep &= ts >= bounds.ts_gte
+        if bounds.ts_lt is not None:
+            keep &= ts < bounds.ts_lt
+    for name, values in (where or {}).items():
+        keep &= value_mask(table.column(name), values).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(keep)
+    kept = seqs[rows]
+    if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+        rows = rows[np.argsort(kept, kind="stable")]
+    elif len(rows) == n:
+        return _plain_strings(table)
+    return _plain_strings(table.take(pa.array(rows, pa.int64())))
+
+
+def _plain_strings(table: pa.Table) -> pa.Table:
+    """Dictionary columns (strings read as dictionaries) back to their value type."""
     for index, field in enumerate(table.schema):
         if pa.types.is_dictionary(field.type):
             values = table.column(index).cast(field.type.value_type)
@@ -281,14 +324,11 @@ def _filter_and_order(table: pa.Table, bounds: SeqTsRange, ref: SegmentRef) -> p
     return table
 
 
-def _string_columns(md: pq.FileMetaData, columns: list[str]) -> list[str] | None:
-    """Requested columns stored as UTF-8 strings, to be read as dictionaries."""
-    arrow = md.schema.to_arrow_schema()
-    found = [
-        name for name in columns
-        if arrow.get_field_index(name) >= 0 and pa.types.is_string(arrow.field(name).type)
-    ]
-    return found or None
+def cluster_order(table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The rows of a segment sorted by the clustering `columns`, then seq (nulls last): the
+    layout of a clustered sealed segment."""
+    keys = [(name, "ascending", "at_end") for name in (*columns, "seq")]
+    return table.take(pc.sort_indices(table, sort_keys=keys))
 
 
 def range_mask(table: pa.Table, bounds: SeqTsRange) -> pa.ChunkedArray | pa.Array:

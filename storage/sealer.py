@@ -23,7 +23,7 @@ from storage.fs import remove_quietly, sync_dir
 from storage.manifest import SegmentEntry
 from storage.roll import RollParams, SegmentFacts, should_roll
 from storage.schema import TS_COLUMN
-from storage.sealed import write_parquet_checked
+from storage.sealed import write_segment
 from storage.segments import LogSegments, SegmentInfo
 from storage.settings import LogSettings
 
@@ -133,7 +133,7 @@ class Sealer:
                 piece = table.slice(offset, step)
                 base = base_seq + offset
                 name = names.parquet_name(base)
-                size, crc = write_parquet_checked(fs, log_dir / name, piece, self._settings)
+                size, crc = write_segment(fs, log_dir / name, piece, self._settings)
                 ts = pc.min_max(piece.column(TS_COLUMN))
                 entries.append(SegmentEntry(
                     base_seq=base, end_seq=base + piece.num_rows, ts_min=ts["min"].as_py(),

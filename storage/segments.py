@@ -45,6 +45,8 @@ class LogSegments:
         self.seq_index = schema.get_field_index(SEQ_COLUMN)
         self.ts_index = schema.get_field_index(TS_COLUMN)
         self.manifest = Manifest()
+        # A reader's snapshot: the manifest file's bytes (an unchanged file is not parsed again).
+        self.manifest_bytes: bytes | None = None
         self.active = self.new_active(0)
         # The clock when the active segment was last fsynced (or started): durability "batch"
         # counts its interval from here.

@@ -44,6 +44,12 @@ class LogSettings(msgspec.Struct, frozen=True, kw_only=True):
     # stays the source until a later change lists them); off, an append that fills a segment
     # returns once its seal is committed.
     seal_in_background: bool = False
+    # The clustering key (the caller's columns; the log knows no rules): sealing sorts a
+    # segment's rows by these columns, then seq, into row groups of `cluster_row_group_events`
+    # rows, so that the rows of one key value sit in a few row groups whose statistics say so.
+    # Empty: rows stay in seq order, in row groups of `row_group_events`.
+    cluster_columns: tuple[str, ...] = ()
+    cluster_row_group_events: int = 8192
 
     def __post_init__(self) -> None:
         if not isinstance(self.seal_in_background, bool):
@@ -62,6 +68,14 @@ class LogSettings(msgspec.Struct, frozen=True, kw_only=True):
         _check_range("batch_fsync_events", self.batch_fsync_events, 1, SEGMENT_EVENTS_LIMIT)
         _check_range("row_group_events", self.row_group_events, 1, SEGMENT_EVENTS_LIMIT)
         _check_range("zstd_level", self.zstd_level, ZSTD_LEVEL_MIN, ZSTD_LEVEL_MAX)
+        _check_range("cluster_row_group_events", self.cluster_row_group_events, 1,
+                     SEGMENT_EVENTS_LIMIT)
+        if not isinstance(self.cluster_columns, tuple) or not all(
+                isinstance(c, str) and c for c in self.cluster_columns):
+            raise SettingsError(f"cluster_columns must be a tuple of column names, got "
+                                f"{self.cluster_columns!r}")
+        if len(set(self.cluster_columns)) != len(self.cluster_columns):
+            raise SettingsError(f"cluster_columns repeats a column: {self.cluster_columns!r}")
         if self.batch_fsync_interval_ms > self.segment_age_ms_max:
             raise SettingsError(
                 f"batch_fsync_interval_ms ({self.batch_fsync_interval_ms}) must not exceed "
@@ -73,6 +87,13 @@ class LogSettings(msgspec.Struct, frozen=True, kw_only=True):
     def row_group_events_effective(self) -> int:
         """Rows per Parquet row group as written: never more than a segment holds."""
         return min(self.row_group_events, self.segment_events_max)
+
+    @property
+    def sealed_row_group_events(self) -> int:
+        """Rows per row group of a sealed segment: small when clustered (a key's rows are read
+        alone), never more than a segment holds."""
+        rows = self.cluster_row_group_events if self.cluster_columns else self.row_group_events
+        return min(rows, self.segment_events_max)
 
     @property
     def batch_fsync_events_effective(self) -> int:

@@ -716,10 +716,14 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
     next_offset[is_pull] = vec.next_offset[ppos[is_pull]]
     redeliver = np.zeros(len(s), bool)
     redeliver[is_pull] = next_offset[is_pull] < vec.pulled_before[ppos[is_pull]]
+    # the position before each event (stored, so reads derive nothing): committed before a
+    # commit, pulled before a pull; -1 stands for none (a new key's first commit)
+    prev = c_before.copy()
+    prev[is_pull] = vec.pulled_before[ppos[is_pull]]
 
     ev_rows = s[event]
     vec_events = _vector_events(vec, ev_rows, is_commit[event], np.where(is_commit, off, pulled)[event],
-                                generation[event], client[event], next_offset[event],
+                                prev[event], generation[event], client[event], next_offset[event],
                                 redeliver[event])
     init_rows, init_events = _initial_events(vec)
     assert vec_events.num_rows + init_events.num_rows == n_vec_events
@@ -750,15 +754,15 @@ def _initial_events(vec: _VectorRun) -> tuple[np.ndarray, pa.Table]:
     details = pa.array(["policy earliest", "policy latest"], pa.string())
     return rows, _event_table(
         vec, rows, pa.array(["initial"] * n, pa.string()), vec.start["committed"][fresh],
-        np.zeros(n, np.int32), vec.c_codes[rows],
+        np.full(n, -1, np.int64), np.zeros(n, np.int32), vec.c_codes[rows],
         vec.job.actors_of(rows + vec.line_base) if vec.job.actor is not None
         else pa.nulls(n, pa.string()),
         details.take(pa.array(vec.start["latest"][fresh].astype(np.int8))))
 
 
 def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, offset: np.ndarray,
-                   generation: np.ndarray, client: np.ndarray, next_offset: np.ndarray,
-                   redeliver: np.ndarray) -> pa.Table:
+                   prev: np.ndarray, generation: np.ndarray, client: np.ndarray,
+                   next_offset: np.ndarray, redeliver: np.ndarray) -> pa.Table:
     """The commit and pull events of the lines folded column-wise."""
     n = len(rows)
     detail: list[str | None] = [None] * n
@@ -770,14 +774,15 @@ def _vector_events(vec: _VectorRun, rows: np.ndarray, is_commit: np.ndarray, off
     if given is not None:  # the sender's name where one is given, else the default
         actor = pc.if_else(pc.is_valid(given), given, actor)
     return _event_table(
-        vec, rows, _KINDS.take(pa.array((~is_commit).astype(np.int8))), offset, generation,
+        vec, rows, _KINDS.take(pa.array((~is_commit).astype(np.int8))), offset, prev, generation,
         client, actor, pa.array(detail, pa.string()))
 
 
 def _event_table(vec: _VectorRun, rows: np.ndarray, kind: pa.Array, offset: np.ndarray,
-                 generation: np.ndarray, client: np.ndarray, actor: pa.Array,
+                 prev: np.ndarray, generation: np.ndarray, client: np.ndarray, actor: pa.Array,
                  detail: pa.Array) -> pa.Table:
-    """Events (EVENT_SCHEMA, seq 0 until appended) of `rows`: their time and key from the run."""
+    """Events (EVENT_SCHEMA, seq 0 until appended) of `rows`: their time and key from the run;
+    `prev` is each event's prev_offset, -1 for null."""
     n = len(rows)
     return pa.Table.from_arrays([
         pa.array(np.zeros(n, np.int64)),
@@ -787,7 +792,7 @@ def _event_table(vec: _VectorRun, rows: np.ndarray, kind: pa.Array, offset: np.n
         _names_array(vec.t_values, vec.t_codes[rows]),
         pa.array(vec.qid[rows], pa.int32()),
         pa.array(offset, pa.int64()),
-        pa.nulls(n, pa.int64()),
+        pa.array(prev, pa.int64(), mask=prev < 0),
         pa.array(generation, pa.int32()),
         _names_array(vec.c_values, client),
         actor,

@@ -361,11 +361,13 @@ class State:
 
     def _emit_values(
         self, out: EventBuffer, ts: int, kind: str, group: str, topic: str, queue_id: int,
-        offset: int, generation: int, client: str | None, actor: str | None, detail: str | None,
+        offset: int, prev_offset: int | None, generation: int, client: str | None,
+        actor: str | None, detail: str | None,
     ) -> None:
-        """`emit` for the hot kinds (commit, pull) without building a Struct per event."""
-        out.rows.append((ts, kind, group, topic, queue_id, offset, None, generation, client, actor,
-                         None, detail))
+        """`emit` for the hot kinds (commit, pull) without building a Struct per event;
+        `prev_offset` is the position before (committed for a commit, pulled for a pull)."""
+        out.rows.append((ts, kind, group, topic, queue_id, offset, prev_offset, generation, client,
+                         actor, None, detail))
         self.apply(kind, ts, group, topic, queue_id, offset, None, generation, client, None, detail)
 
     def decide_queue_append(
@@ -519,8 +521,9 @@ class State:
         q = self.queues.get((topic, queue_id))
         if q is not None and offset > q.max_offset:
             return None
-        out.rows.append((now_ms, "commit", group, topic, queue_id, offset, None, pos.generation,
-                         client, actor or (None if client else "operator"), None, None))
+        out.rows.append((now_ms, "commit", group, topic, queue_id, offset, committed,
+                         pos.generation, client, actor or (None if client else "operator"), None,
+                         None))
         pos.committed = offset
         pos.last_active_ts = pos.last_update_ts = now_ms
         self.dirty_keys.add(key)
@@ -552,7 +555,7 @@ class State:
         if count > max_count:
             count = max_count
         generation = pos.generation
-        out.rows.append((now_ms, "pull", group, topic, queue_id, next_offset + count, None,
+        out.rows.append((now_ms, "pull", group, topic, queue_id, next_offset + count, pulled,
                          generation, client, actor, None,
                          f"redeliver from {next_offset}" if next_offset < pulled else None))
         pos.pulled = next_offset + count
@@ -601,7 +604,7 @@ class State:
         if pos.pulled is not None and next_offset < pos.pulled and not pos.pending:
             detail = f"redeliver from {next_offset}"
         self._emit_values(out, now_ms, "pull", group, topic, queue_id, next_offset + count,
-                          pos.generation, client, actor, detail)
+                          pos.pulled, pos.generation, client, actor, detail)
         return PullResult(next_offset, pos.generation, count)
 
     def decide_commit(
@@ -638,8 +641,8 @@ class State:
             return CommitResult(False, "stale", pos.committed)
         pos = self._position(key, bclient)
         self._expire_if_idle(key, pos, bclient, now_ms, retention_ms, out)
-        self._emit_values(out, now_ms, "commit", group, topic, queue_id, offset, pos.generation,
-                          client, actor or (None if client else "operator"), None)
+        self._emit_values(out, now_ms, "commit", group, topic, queue_id, offset, pos.committed,
+                          pos.generation, client, actor or (None if client else "operator"), None)
         return CommitResult(True, None, pos.committed)
 
     def decide_expire_all(self, now_ms: int, retention_ms: int, out: EventBuffer) -> int:

@@ -25,7 +25,6 @@ inside the range, is folded event by event from that checkpoint with the ledger'
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger.fold.state import Key, State
+from ledger.reads.state_at import register_checkpoint
 from ledger.reads.state_at import source as state_at_source
 from ledger.reads.timeline import EMPTY_CHECKPOINT, quote
 from ledger.store.checkpoint import CHECKPOINT_SCHEMA, table_to_state
@@ -121,13 +121,17 @@ class _Reading:
 
 
 class _Range:
-    """One range of the log, [lo, hi), with the checkpoint at lo (None: seq 0, empty state)."""
+    """One range of the log, [lo, hi), with the checkpoint at lo (`checkpoint` false: seq 0,
+    the empty state)."""
 
-    def __init__(self, writer: Writer, lo: int, hi: int, checkpoint: Path | None) -> None:
+    def __init__(self, writer: Writer, lo: int, hi: int, checkpoint: bool,
+                 groups: Sequence[str] | None) -> None:
         self.lo, self.hi = lo, hi
-        self.checkpoint = (f"read_parquet({quote(str(checkpoint))})" if checkpoint is not None
+        # a few groups' events are found by the log's read index (their row groups only), the
+        # checkpoint's key rows are the reader's, kept
+        self.con, self.source = state_at_source(writer, lo, hi, groups)
+        self.checkpoint = (register_checkpoint(self.con, writer, lo, groups) if checkpoint
                            else EMPTY_CHECKPOINT)
-        self.con, self.source = state_at_source(writer, lo, hi)
 
     def table(self, sql: str, groups: Sequence[str] | None, **values: Any) -> pa.Table:
         cond = "" if groups is None else f"AND consumer_group IN ({_names(groups)})"
@@ -172,7 +176,7 @@ def read_windows(writer: Writer, keys: Iterable[Key], seq_to: int, window: int,
         groups: list[str] | None = sorted({k[0] for k in reading.todo})
         if len(groups) > GROUP_FILTER_MAX or (all_groups and hi == seq_to):  # type: ignore[arg-type]
             groups = None
-        part = _Range(writer, lo, hi, writer.log.checkpoint_path(lo) if lo in cps else None)
+        part = _Range(writer, lo, hi, lo in cps, groups)
         try:
             _read_range(part, reading, groups)
         finally:

@@ -13,9 +13,10 @@ from ledger.errors import HistoryUnavailable, InvalidInput
 from ledger.fold.events import KINDS
 from ledger.fold.state import snapshot_rows
 from ledger.limits import OFFSET_MAX, check_name, check_queue_id
+from ledger.reads.events import read_events
 from ledger.reads.sandbox import SqlQuery, prepare_read_only
 from ledger.reads.state_at import earliest_history_ts
-from ledger.store.view import arrow_result, events_select, segments_source
+from ledger.store.view import arrow_result
 from ledger.store.writer import Writer
 from ledger.timeparse import check_time_range, iso, parse_time
 
@@ -89,8 +90,8 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
             limit: int | None = None, queue_events: bool = True) -> pa.Table:
     """Matching events, oldest first; `limit` keeps the newest N; `queue_events` False leaves
     out the events of queues (appends, truncations: they name no group; a cluster holds them on
-    every shard). Key filters and the upper time bound apply before prev_offset is derived
-    (they keep every event's predecessor), the rest after."""
+    every shard). Read through the log's read index: a group's or a key's events cost what the
+    answer costs (ledger/reads/events.py)."""
     if group is not None:
         check_name(group, "group")
     if topic is not None:
@@ -105,33 +106,12 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
     since_ms = resolve_time(since, writer, "since")
     until_ms = resolve_time(until, writer, "until")
     check_time_range(since_ms, until_ms)
-    pre, pre_params, post, post_params = [], [], [], []
-    for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id)):
-        if val is not None:
-            pre.append(f"{col} = ?")
-            pre_params.append(val)
-    if not queue_events:
-        pre.append("consumer_group IS NOT NULL")
-    if until_ms is not None:
-        pre.append("ts <= ?")
-        pre_params.append(until_ms)
-    if kind is not None:
-        post.append("kind = ?")
-        post_params.append(kind)
     if since_ms is not None:
         check_history_from(writer, since_ms)
-        post.append("ts >= ?")
-        post_params.append(since_ms)
-    view = writer.ready_view()
-    paths = [s.path for s in writer.log.segments() if until_ms is None or s.ts_min <= until_ms]
-    select = events_select(segments_source(paths, "events_tail"),
-                           ("WHERE " + " AND ".join(pre)) if pre else "")
-    where = ("WHERE " + " AND ".join(post)) if post else ""
-    inner = f"SELECT * FROM ({select}) {where} ORDER BY seq DESC"
-    if limit is not None:
-        inner += f" LIMIT {int(limit)}"
-    return arrow_result(view.con.execute(f"SELECT * FROM ({inner}) ORDER BY seq",
-                                         pre_params + post_params))
+    writer.settle()  # a segment sealed in the background is read as Parquet, not WAL rows
+    return read_events(writer, group=group, topic=topic, queue_id=queue_id, kind=kind,
+                       since_ms=since_ms, until_ms=until_ms, newest=limit,
+                       queue_events=queue_events)
 
 
 def check_history_from(writer: Writer, since_ms: int) -> None:
@@ -179,4 +159,5 @@ def prepare_sql(writer: Writer, query: str) -> SqlQuery:
     start = log.start_seq
     cps = [c for c in log.checkpoints() if c <= start] if start > 0 else []
     return prepare_read_only(view, log.segment_paths(), log.tail(),
-                             log.checkpoint_path(cps[-1]) if cps else None, query)
+                             log.checkpoint_path(cps[-1]) if cps else None, query,
+                             writer.prev_offset_stored_from)

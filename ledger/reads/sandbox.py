@@ -114,11 +114,13 @@ class SqlQuery:
 
 
 def prepare_read_only(view: View, segments: Sequence[Path], tail: pa.Table,
-                      checkpoint: Path | None, query: str) -> SqlQuery:
+                      checkpoint: Path | None, query: str, stored_from: int | None = 0
+                      ) -> SqlQuery:
     """`query` over copies of the view's tables, its views (progress, pending_resets), the
-    events of `segments` plus `tail` (`events`, and `events_raw` without the derived
-    prev_offset) and the `lag_series` macro over them and `checkpoint` (the state where the
-    log starts, None at seq 0), in a sandbox of its own, not yet run."""
+    events of `segments` plus `tail` (`events`, prev_offset derived before seq `stored_from`
+    only, and `events_raw`, the rows as stored) and the `lag_series` macro over them and
+    `checkpoint` (the state where the log starts, None at seq 0), in a sandbox of its own,
+    not yet run."""
     con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))
     try:
         statement_kind(con, query)
@@ -134,7 +136,7 @@ def prepare_read_only(view: View, segments: Sequence[Path], tail: pa.Table,
         con.register("events_tail", tail)
         cols = ", ".join(f'"{n}"' for n in EVENT_SCHEMA.names)
         source = (f"SELECT {cols} FROM events_segments UNION ALL SELECT {cols} FROM events_tail")
-        con.execute("CREATE VIEW events AS " + events_select(source))
+        con.execute("CREATE VIEW events AS " + events_select(source, stored_from=stored_from))
         con.execute("CREATE VIEW events_raw AS " + source)
         start = "SELECT * FROM " + (_registered(con, "lag_series_start", pq.read_table(checkpoint))
                                     if checkpoint is not None else EMPTY_CHECKPOINT)

@@ -8,6 +8,7 @@ its end is found from the Parquet footers' ts statistics (one row group read), n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +19,16 @@ import pyarrow.parquet as pq
 
 from ledger.errors import HistoryUnavailable, InvalidInput
 from ledger.limits import check_offset
-from ledger.reads.timeline import STATE_AT_TAIL, state_at_table
+from ledger.reads.timeline import (
+    KEYED_EVENTS,
+    STATE_AT_CHECKPOINT,
+    STATE_AT_TAIL,
+    state_at_table,
+)
 from ledger.store.view import segments_source
 from ledger.store.writer import CHECKPOINT_TS_KEY, Writer
 from ledger.timeparse import iso
-from storage import SegmentedLog, SegmentInfo
+from storage import SegmentedLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +75,14 @@ def state_at(writer: Writer, *, ts: int | None = None, seq: int | None = None,
         raise InvalidInput("state_at needs exactly one of ts or seq")
     writer.settle()
     point = resolve_point(writer.log, ts=ts, seq=seq)
-    con, events = source(writer, point.checkpoint, point.seq_to)
+    con, events = source(writer, point.checkpoint, point.seq_to,
+                         None if group is None else [group])
     try:
-        return state_at_table(con, events, point.checkpoint_path, point.checkpoint,
+        checkpoint = None
+        if point.checkpoint_path is not None:
+            checkpoint = register_checkpoint(con, writer, point.checkpoint,
+                                             None if group is None else [group])
+        return state_at_table(con, events, checkpoint, point.checkpoint,
                               point.seq_to, point.at_ts, group)
     finally:
         con.close()
@@ -124,14 +135,22 @@ def checkpoint_last_ts(log: SegmentedLog, seq: int) -> int | None:
     return int(raw) if raw is not None else None
 
 
-def source(writer: Writer, seq_from: int, seq_to: int) -> tuple[duckdb.DuckDBPyConnection, str]:
-    """A cursor of the view's database of its own (the tail registered there when it holds
-    events [seq_from, seq_to)) and a SELECT over the sealed segments and that tail."""
+def source(writer: Writer, seq_from: int, seq_to: int, groups: Sequence[str] | None = None
+           ) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """A cursor of the view's database of its own and a SELECT over the events [seq_from,
+    seq_to): with `groups`, only theirs, found by the log's read index (the row groups of
+    those groups in each segment, the tail's rows of them in memory) and registered there;
+    without, every sealed segment's Parquet file and the tail (registered when it holds
+    events of the range)."""
     log = writer.log
+    con = writer.view.con.cursor()
+    if groups is not None:
+        rows = log.read(seq_gte=seq_from, seq_lt=seq_to, where={"consumer_group": list(groups)})
+        con.register(KEYED_EVENTS, rows)
+        return con, f"SELECT * FROM {KEYED_EVENTS}"
     tail = log.tail()  # the active segment (state_at listed any running seal first)
     log.segment_paths()  # each sealed file's crc32c, once per process (DuckDB reads)
     paths = [s.path for s in log.segments() if s.end_seq > seq_from and s.base_seq < seq_to]
-    con = writer.view.con.cursor()
     tail_name = None
     if tail.num_rows:
         seqs = tail.column("seq")
@@ -141,28 +160,22 @@ def source(writer: Writer, seq_from: int, seq_to: int) -> tuple[duckdb.DuckDBPyC
     return con, segments_source(paths, tail_name)
 
 
+def register_checkpoint(con: duckdb.DuckDBPyConnection, writer: Writer, seq: int,
+                        groups: Sequence[str] | None) -> str:
+    """The key rows of the checkpoint at `seq` (of `groups` only, when given), kept by the
+    reader, registered on `con` for one query; the relation's name."""
+    rows = writer.checkpoint_keys(seq)
+    if groups is not None:
+        rows = rows.filter(pc.is_in(rows.column("consumer_group"),
+                                    value_set=pa.array(list(groups), pa.string())))
+    con.register(STATE_AT_CHECKPOINT, rows)
+    return STATE_AT_CHECKPOINT
+
+
 def first_seq_after(log: SegmentedLog, ts: int) -> int:
-    """The first seq whose ts is > `ts` (ts never goes backwards along the log)."""
-    segments = log.segments()
-    for s in segments:
-        if s.ts_max > ts:
-            return _first_seq_after_in(log, s, ts)
-    tail = log.tail()
-    base = segments[-1].end_seq if segments else log.start_seq
-    return first_after(tail.select(["seq", "ts"]), ts, base if tail.num_rows else log.next_seq)
-
-
-def _first_seq_after_in(log: SegmentedLog, segment: SegmentInfo, ts: int) -> int:
-    """The first seq of sealed `segment` (ts_max > `ts`) whose ts is > `ts`: the Parquet
-    statistics of ts name the first row group holding one, and only it is read."""
-    found = row_group_after(segment.path, ts)
-    if found is not None:
-        t = log.read(seq_gte=found[0], seq_lt=found[1], columns=["seq", "ts"])
-        if t.num_rows and t.column("ts")[-1].as_py() > ts:
-            return first_after(t, ts, found[0])
-    # statistics missing, or the file changed under us: the whole segment
-    t = log.read(seq_gte=segment.base_seq, seq_lt=segment.end_seq, columns=["seq", "ts"])
-    return first_after(t, ts, segment.base_seq)
+    """The first seq whose ts is > `ts` (ts never goes backwards along the log): one
+    segment's rows counted by the log's read index, or the tail searched."""
+    return log.seq_after_ts(ts)
 
 
 def ts_before(log: SegmentedLog, seq_to: int) -> int:
@@ -170,8 +183,8 @@ def ts_before(log: SegmentedLog, seq_to: int) -> int:
     at the log start, the last retired event's (0 when there is none)."""
     if seq_to <= log.start_seq:
         return (checkpoint_last_ts(log, seq_to) or 0) if seq_to in log.checkpoints() else 0
-    t = log.read(seq_gte=seq_to - 1, seq_lt=seq_to, columns=["ts"])
-    return t.column("ts")[0].as_py() if t.num_rows else 0
+    found = log.ts_of_seq(seq_to - 1)
+    return found if found is not None else 0
 
 
 def first_after(t: pa.Table, ts: int, default: int) -> int:
@@ -183,26 +196,3 @@ def first_after(t: pa.Table, ts: int, default: int) -> int:
     if idx < 0:
         return t.column("seq")[-1].as_py() + 1
     return t.column("seq")[idx].as_py()
-
-
-def row_group_after(path: Path, ts: int) -> tuple[int, int] | None:
-    """Seqs [lo, hi) of the first row group of a sealed segment whose ts maximum is > `ts`,
-    from the footer's statistics (ts never decreases along the log, so every earlier row has
-    ts <= it); None when the footer cannot tell."""
-    try:
-        md = pq.read_metadata(str(path))
-        names = md.schema.names
-        seq_col, ts_col = names.index("seq"), names.index("ts")
-        for i in range(md.num_row_groups):
-            rg = md.row_group(i)
-            ts_stats = rg.column(ts_col).statistics
-            if ts_stats is None or not ts_stats.has_min_max:
-                return None
-            if ts_stats.max > ts:
-                seq_stats = rg.column(seq_col).statistics
-                if seq_stats is None or not seq_stats.has_min_max:
-                    return None
-                return int(seq_stats.min), int(seq_stats.max) + 1
-    except (OSError, ValueError, pa.ArrowException):
-        return None
-    return None

@@ -248,6 +248,8 @@ STATE_AT_SCHEMA = pa.schema([
 BROADCAST_PYTHON_ROWS_MAX = 10_000
 
 STATE_AT_TAIL = "_state_at_tail"  # the active segment, registered for one state_at query
+STATE_AT_CHECKPOINT = "_state_at_checkpoint"  # the checkpoint's key rows, for one query
+KEYED_EVENTS = "_state_at_keyed_events"  # some groups' events of a range, found by the index
 _ROWS_NAME = "_state_at_broadcast_rows"
 
 Row = tuple[str, str, int, int, int]
@@ -261,12 +263,18 @@ def _in_list(names: Sequence[str]) -> str:
     return ", ".join(quote(n) for n in names)
 
 
-def _checkpoint_source(checkpoint: Path | None) -> str:
-    return f"read_parquet({quote(str(checkpoint))})" if checkpoint is not None else EMPTY_CHECKPOINT
+def _checkpoint_source(checkpoint: Path | str | None) -> str:
+    """The checkpoint as a relation: its Parquet file (a Path), a registered relation holding
+    its rows (a name), or the empty start (None)."""
+    if checkpoint is None:
+        return EMPTY_CHECKPOINT
+    if isinstance(checkpoint, str):
+        return checkpoint
+    return f"read_parquet({quote(str(checkpoint))})"
 
 
 def state_at_sql(
-    source: str, checkpoint: Path | None, seq_from: int, seq_to: int, at_ts: int,
+    source: str, checkpoint: Path | str | None, seq_from: int, seq_to: int, at_ts: int,
     group: str | None = None,
 ) -> str:
     """The full state-at query for events [seq_from, seq_to) over `checkpoint` (state at
@@ -283,7 +291,7 @@ def _fetch(con: Any, sql: str) -> pa.Table:
 
 
 def state_at_table(
-    con: Any, source: str, checkpoint: Path | None, seq_from: int, seq_to: int, at_ts: int,
+    con: Any, source: str, checkpoint: Path | str | None, seq_from: int, seq_to: int, at_ts: int,
     group: str | None = None,
 ) -> pa.Table:
     """The rows of `state_at_sql(...)` (same schema, same order) from the checkpoint's groups

@@ -32,6 +32,11 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     # A command's `ts` more than this ahead of the clock is refused unless its sender may
     # backfill (DESIGN.md, Security rules): one far-future ts would stamp every later event.
     clock_skew_ms: int = CLOCK_SKEW_MS_DEFAULT
+    # Not a knob: the first seq whose commits and pulls store their prev_offset (DESIGN.md,
+    # Events). Recorded by the first writer that stores it (0 for a ledger created since);
+    # None while no such writer opened the directory. Reads derive prev_offset for the events
+    # before it only, from the events before it only (old segments keep working unchanged).
+    prev_offset_stored_from_seq: int | None = None
 
     def __post_init__(self) -> None:
         if self.durability not in DURABILITIES:
@@ -44,6 +49,9 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise InvalidInput(f"invalid {name.replace('_', '-')} {v!r}: must be a positive integer")
+        stored_from = self.prev_offset_stored_from_seq
+        if stored_from is not None and (isinstance(stored_from, bool) or stored_from < 0):
+            raise InvalidInput(f"invalid prev_offset_stored_from_seq {stored_from!r}")
         if self.segment_bytes_max < 4096:
             raise InvalidInput(f"invalid segment-bytes {self.segment_bytes_max}: at least 4096")
 

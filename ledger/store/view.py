@@ -139,9 +139,10 @@ _GROUPS_SCHEMA = pa.schema([
     ("client_timeout_ms", pa.int64()),
 ])
 
-# The derived prev_offset of commits and pulls: the previous value of the same position of the
-# same key (a broadcast client is its own key). expire/delete set it to null: -1 stands for
-# that null inside the window so IGNORE NULLS skips only events of other kinds.
+# The derived prev_offset of commits and pulls, for events appended before it was stored: the
+# previous value of the same position of the same key (a broadcast client is its own key).
+# expire/delete set it to null: -1 stands for that null inside the window so IGNORE NULLS
+# skips only events of other kinds.
 EVENTS_SELECT = """
 WITH raw AS ({source}),
 pre AS (
@@ -164,12 +165,32 @@ WINDOW w AS (
     PARTITION BY consumer_group, topic, queue_id, CASE WHEN per_client THEN client_id END
     ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 """
+# Events that store their prev_offset: read as they are (a filter reaches the Parquet scan).
+STORED_SELECT = """
+SELECT seq, ts, kind, consumer_group, topic, queue_id, "offset", prev_offset, generation,
+       client_id, coalesce(actor, client_id) AS actor, store_ts, detail
+FROM ({source}) stored {where}
+"""
 
 
-def events_select(source: str, prefilter: str = "") -> str:
-    """The events with derived prev_offset; `prefilter` (a WHERE on key columns or an upper
-    ts bound) may only drop whole keys or later events, never an event's predecessor."""
-    return EVENTS_SELECT.format(source=source, prefilter=prefilter)
+def events_select(source: str, prefilter: str = "", stored_from: int | None = 0) -> str:
+    """The events of `source` as the `events` view shows them. Events from seq `stored_from`
+    on store their prev_offset; before it (all of them when None: a directory no writer of
+    this version opened) it is derived from the events before it. `prefilter` (a condition
+    on key columns or an upper ts bound) may only drop whole keys or later events, never an
+    event's predecessor."""
+    if stored_from == 0:
+        return STORED_SELECT.format(source=source,
+                                    where=f"WHERE {prefilter}" if prefilter else "")
+    older = source if stored_from is None else (
+        f"SELECT * FROM ({source}) older WHERE seq < {int(stored_from)}")
+    derived = EVENTS_SELECT.format(source=older,
+                                   prefilter=f"WHERE {prefilter}" if prefilter else "")
+    if stored_from is None:
+        return derived
+    newer = " AND ".join([f"seq >= {int(stored_from)}", *([prefilter] if prefilter else [])])
+    return (f"SELECT * FROM ({derived}) UNION ALL "
+            + STORED_SELECT.format(source=source, where=f"WHERE {newer}"))
 
 
 def _in_list(items: Sequence[str]) -> str:
@@ -209,6 +230,8 @@ class View:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         con.execute("SET threads TO 2")
+        # sealed segments are immutable files never renamed over: footers read once
+        con.execute("SET parquet_metadata_cache = true")
         had_appends = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'appends'"
         ).fetchall()[0][0]
@@ -216,6 +239,9 @@ class View:
         con.execute(VIEWS_DDL)
         if not had_appends:  # a view written before appends were kept: rewritten at open
             con.execute("DELETE FROM view_position")
+        # the position written last (only this connection writes the view): flushes of a
+        # clean state then cost no query
+        self._position: int | None = None
         # appends are only ever added: per queue, how many the table holds
         self._appends_held: dict[QueueKey, int] = {
             (t, q): n for t, q, n in con.execute(
@@ -233,8 +259,10 @@ class View:
                 "close the other process's connection to it") from None
 
     def position(self) -> int | None:
-        rows = self.con.execute("SELECT max(next_seq) FROM view_position").fetchall()
-        return rows[0][0] if rows else None
+        if self._position is None:
+            rows = self.con.execute("SELECT max(next_seq) FROM view_position").fetchall()
+            self._position = rows[0][0] if rows else None
+        return self._position
 
     def set_clock(self, now_ms: int) -> None:
         self.con.execute(f"SET VARIABLE ledger_now_ms = {int(now_ms)}")
@@ -300,8 +328,10 @@ class View:
             con.execute("INSERT INTO view_position VALUES (?)", [next_seq])
             con.execute("COMMIT")
         except BaseException:
+            self._position = None
             con.execute("ROLLBACK")
             raise
+        self._position = next_seq
         self._appends_held = {**held, **{qk: len(state.queues[qk].append_offset)
                                          for qk in q_iter if qk in state.queues}}
         state.dirty_keys.clear()
@@ -325,12 +355,14 @@ class View:
             con.execute(f"INSERT INTO {table} SELECT * FROM _rows")
             con.unregister("_rows")
 
-    def refresh_events(self, segment_paths: Sequence[Path], tail: pa.Table) -> None:
+    def refresh_events(self, segment_paths: Sequence[Path], tail: pa.Table,
+                       stored_from: int | None) -> None:
         """Point the `events` view at the current segments and tail (and `events_raw`, the
-        same without the derived prev_offset, at them too)."""
+        rows as stored, at them too); prev_offset is derived before seq `stored_from` only."""
         self.con.register("events_tail", tail)
         source = segments_source(segment_paths, "events_tail")
-        self.con.execute("CREATE OR REPLACE TEMP VIEW events AS " + events_select(source))
+        self.con.execute("CREATE OR REPLACE TEMP VIEW events AS "
+                         + events_select(source, stored_from=stored_from))
         self.con.execute("CREATE OR REPLACE TEMP VIEW events_raw AS " + source)
 
     def tables(self) -> dict[str, pa.Table]:

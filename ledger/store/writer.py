@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerUnusable
 from ledger.fold.events import EVENT_SCHEMA, EventBuffer
@@ -42,17 +45,27 @@ logger = logging.getLogger(__name__)
 
 VIEW_FILE = "view.duckdb"
 CHECKPOINT_TS_KEY = b"offset_ledger.last_ts"
+#: Checkpoint rows read by point-in-time questions (`Writer.checkpoint_keys`).
+CHECKPOINT_KEY_ROWS = ("group", "position", "client")
+#: Checkpoints whose key rows a reader keeps.
+CHECKPOINTS_KEPT = 4
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: Sealed segments are clustered by group (DESIGN.md, Storage): one group's rows of a segment
+#: sit in one or two row groups, in seq order, so a group's history, state at a time and lag
+#: windows read only them (and a time window inside them prunes by their statistics).
+CLUSTER_COLUMNS = ("consumer_group",)
+
+
 def log_settings(cfg: LedgerSettings) -> LogSettings:
     return LogSettings(
         segment_events_max=cfg.segment_events_max, segment_bytes_max=cfg.segment_bytes_max,
         segment_age_ms_max=cfg.segment_age_ms_max, durability=cfg.durability,
-        seal_in_background=True,
+        seal_in_background=True, cluster_columns=CLUSTER_COLUMNS,
     )
 
 
@@ -77,18 +90,24 @@ class Writer:
         self._last_flush = time.monotonic()
         # a seal listed by a read (`settle`): the next append checkpoints at it
         self._seal_without_checkpoint = False
+        self._checkpoint_keys: OrderedDict[int, pa.Table] = OrderedDict()
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def open(cls, root: Path, *, clock: Callable[[], int], fs: FileSystem | None = None,
-             backfill: bool = False, **settings: Any) -> Writer:
+             backfill: bool = False, read_index: bool = True, **settings: Any) -> Writer:
         """Open (creating if needed) a data directory as its single writer; `backfill`: its
         commands may carry times ahead of the clock (see `ts_limit_ms`)."""
         cfg = settings_mod.merged(root, settings)
         log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
-                                fs=fs, witness=lambda: view_witness(root))
+                                fs=fs, witness=lambda: view_witness(root), read_index=read_index)
         try:
-            if settings and any(v is not None for v in settings.values()):
+            changed = bool(settings) and any(v is not None for v in settings.values())
+            if cfg.prev_offset_stored_from_seq is None:
+                # the first writer that stores prev_offset: events from here on carry it
+                cfg = msgspec.structs.replace(cfg, prev_offset_stored_from_seq=log.next_seq)
+                changed = True
+            if changed:
                 settings_mod.save(root, cfg)  # only the lock holder may change them
             state = load_state(log)
             view = View.open(root / VIEW_FILE)
@@ -106,11 +125,12 @@ class Writer:
 
     @classmethod
     def open_reader(cls, root: Path, *, clock: Callable[[], int],
-                    fs: FileSystem | None = None) -> Writer:
+                    fs: FileSystem | None = None, read_index: bool = True) -> Writer:
         """A consistent read-only snapshot with an in-memory view (the file is the writer's)."""
         if not (root / "log").exists():
             raise InvalidInput(f"no ledger at {root}: nothing written yet")
-        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False, fs=fs)
+        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False, fs=fs,
+                                read_index=read_index)
         try:
             state = load_state(log)
             view = View.open(None)
@@ -122,11 +142,14 @@ class Writer:
 
     def catch_up(self) -> int:
         """A reader follows the log: take the manifest and tail as they are now and fold the
-        events appended since (only durable ones: the writer acknowledges after its fsync),
-        then write the touched rows to the in-memory view. Returns the events folded. A
+        events appended since (only durable ones: the writer acknowledges after its fsync);
+        the in-memory view takes the touched rows when a read needs it. Returns the events
+        folded. A
         reader left behind the log start (log retention) starts again from the checkpoint."""
         if not self.readonly:
             return 0
+        if self.settings.prev_offset_stored_from_seq is None:  # a writer may have upgraded it
+            self.settings = settings_mod.load(self.root)
         self.log.refresh()
         if self.state.events_applied < self.log.start_seq:
             self.state = load_state(self.log)
@@ -138,7 +161,8 @@ class Writer:
         events = self.log.read(seq_gte=start)
         if events.num_rows:
             self.state.apply_columns(events.to_pydict())
-        self.view.flush(self.state, self.log.next_seq)
+        # the in-memory view follows when a read needs it (`ready_view`): a history read or a
+        # lookup from memory pays nothing for it
         return events.num_rows
 
     def close(self) -> None:
@@ -150,6 +174,27 @@ class Writer:
         finally:
             self.view.close()
             self.log.close()
+
+    def checkpoint_keys(self, seq: int) -> pa.Table:
+        """The checkpoint at `seq`'s rows of groups, positions and broadcast clients (what
+        point-in-time reads take from it; not its queues' appends, which grow with the
+        ledger), read once and kept for the last few checkpoints asked about."""
+        found = self._checkpoint_keys.get(seq)
+        if found is None:
+            table = self.log.read_checkpoint(seq)
+            found = table.filter(pc.is_in(table.column("row"),
+                                          value_set=pa.array(CHECKPOINT_KEY_ROWS)))
+            self._checkpoint_keys[seq] = found
+            if len(self._checkpoint_keys) > CHECKPOINTS_KEPT:
+                self._checkpoint_keys.popitem(last=False)
+        else:
+            self._checkpoint_keys.move_to_end(seq)
+        return found
+
+    @property
+    def prev_offset_stored_from(self) -> int | None:
+        """The first seq whose events store prev_offset; None: none does (reads derive it)."""
+        return self.settings.prev_offset_stored_from_seq
 
     # ------------------------------------------------------------------ time and state
     def now_ms(self) -> int:
@@ -259,9 +304,10 @@ class Writer:
         self._seal_without_checkpoint = False
 
     def flush_view(self) -> None:
-        """Write the touched rows and the log position to the view; only while the state equals
-        the log, so that the view never holds what the log does not."""
-        if self.readonly or not self.in_step() or self.unusable is not None:
+        """Write the touched rows and the log position to the view (a reader's own, in memory,
+        or the file); only while the state equals the log, so that the view never holds what
+        the log does not."""
+        if not self.in_step() or self.unusable is not None:
             return
         self.view.flush(self.state, self.log.next_seq)
         self._batches_since_flush = 0
@@ -272,7 +318,8 @@ class Writer:
         self.settle()
         self.flush_view()
         self.view.set_clock(self.now_ms())
-        self.view.refresh_events(tuple(self.log.segment_paths()), self.log.tail())
+        self.view.refresh_events(tuple(self.log.segment_paths()), self.log.tail(),
+                                 self.prev_offset_stored_from)
         return self.view
 
     def rebuild(self) -> None:

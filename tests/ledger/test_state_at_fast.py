@@ -1,7 +1,8 @@
 """`Ledger.state_at` answers in a few scans what the full STATE_AT_SQL query answers: the same
 rows on random ledgers with broadcast groups, mode changes and group deletes (at every time and
 seq, per group, through the Python fold and through the SQL over the fetched rows); and
-`_first_seq_after` reads one row group, so its answer is checked at row-group boundaries."""
+`first_seq_after` counts by row-group statistics or a segment's time index, so its answer
+is checked at row-group boundaries, in seq order and clustered by group."""
 
 from __future__ import annotations
 
@@ -131,7 +132,7 @@ def test_broadcast_set_in_the_range_and_at_the_checkpoint(tmp_path):
         assert any(r["consumer_group"] == "b0" for r in led.state_at(ts=data[-1]).to_pylist())
 
 
-# ------------------------------------------------------------ _first_seq_after at boundaries
+# ------------------------------------------------------------ first_seq_after at boundaries
 
 
 @pytest.fixture
@@ -140,28 +141,47 @@ def small_row_groups(monkeypatch) -> Iterator[int]:
     make = writer_mod.log_settings
 
     def settings_with_small_row_groups(cfg):
-        return msgspec.structs.replace(make(cfg), row_group_events=4)
+        return msgspec.structs.replace(make(cfg), row_group_events=4, cluster_row_group_events=4)
 
     monkeypatch.setattr(writer_mod, "log_settings", settings_with_small_row_groups)
     yield 4
 
 
-def test_first_seq_after_at_row_group_boundaries(tmp_path, small_row_groups, monkeypatch):
-    clock = FakeClock()
-    root = tmp_path / "d"
+def _ledger_with_ts_steps(root, clock, groups: tuple[str | None, ...]) -> None:
+    """67 events whose ts advances every 3 (equal ts values straddle the 4-event row groups),
+    then a tail of two more at one ts; events of `groups` in turn (None: queue appends)."""
     with Ledger.open(root, backfill=True, clock=clock, segment_events_max=20) as led:
-        # ts advances every 3 events, so equal ts values straddle the 4-event row groups
-        for i in range(67):
+        list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1000}]))
+        for i in range(66):
             if i % 3 == 0:
                 clock.advance(10)
-            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
+            g = groups[i % len(groups)]
+            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}
+                            if g is None else
+                            {"op": "sync", "group": g, "topic": "t", "queue_id": 0,
+                             "offset": i, "source": "s"}]))
     with Ledger.open(root, backfill=True, clock=clock) as led:  # every full segment listed
         clock.advance(10)
-        for _ in range(2):  # a tail after the last sealed event, two at the same ts
+        for _ in range(2):
             list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
+
+
+@pytest.mark.parametrize("groups", [(None,), ("g1", None, "g2", "g3")],
+                         ids=["seq order", "clustered by group"])
+@pytest.mark.parametrize("time_index", [False, True], ids=["row groups read", "time index"])
+def test_first_seq_after_and_ts_before_at_row_group_boundaries(
+        tmp_path, small_row_groups, monkeypatch, groups, time_index):
+    import storage.reads
+
+    if time_index:  # every question about a time answered by the segment's time index
+        monkeypatch.setattr(storage.reads, "TIME_INDEX_ROWS_MIN", 0)
+    clock = FakeClock()
+    root = tmp_path / "d"
+    _ledger_with_ts_steps(root, clock, groups)
+    with Ledger.open(root, backfill=True, clock=clock) as led:
         segments = led.log.segments()
         assert len(segments) == 3 and led.log.tail().num_rows == led.log.next_seq - 60
-        assert all(pq.read_metadata(s.path).num_row_groups == 5 for s in segments)
+        assert all(pq.read_metadata(s.path).num_row_groups >= 5 for s in segments)
         ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
         last_sealed = led.log.read(seq_lt=segments[-1].end_seq, columns=["ts"]).column("ts")
         points = {T0 - 1, T0, ts[0] - 1, last_sealed[-1].as_py(), ts[-1], ts[-1] + 1,
@@ -169,52 +189,5 @@ def test_first_seq_after_at_row_group_boundaries(tmp_path, small_row_groups, mon
         points |= {t + d for t in ts for d in (-1, 0, 1)}
         for t in sorted(points):
             assert state_at_mod.first_seq_after(led.log, t) == brute_first_seq_after(led, t), t
-        # the row group read is the one the statistics name, not the whole segment
-        reads = []
-        real = type(led.log).read
-
-        def counting_read(log, **kw):
-            reads.append((kw.get("seq_gte"), kw.get("seq_lt")))
-            return real(log, **kw)
-
-        monkeypatch.setattr(type(led.log), "read", counting_read)
-        assert state_at_mod.first_seq_after(led.log, ts[45]) == brute_first_seq_after_plain(ts, ts[45])
-        monkeypatch.undo()
-        assert reads and all(hi - lo <= 4 for lo, hi in reads)
-
-
-def brute_first_seq_after_plain(ts: list[int], t: int) -> int:
-    return next((s for s, x in enumerate(ts) if x > t), len(ts))
-
-
-def test_first_seq_after_reads_the_whole_segment_without_statistics(
-        tmp_path, small_row_groups, monkeypatch):
-    clock = FakeClock()
-    with Ledger.open(tmp_path / "d", backfill=True, clock=clock, segment_events_max=20) as led:
-        for _ in range(45):
-            clock.advance(5)
-            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
-        led.log.settle()  # list a segment still sealing in the background
-        monkeypatch.setattr(state_at_mod, "row_group_after", lambda path, ts: None)
-        ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
-        for t in [T0 - 1, *ts, ts[-1] + 1]:
-            assert state_at_mod.first_seq_after(led.log, t) == brute_first_seq_after(led, t), t
-
-
-def test_row_group_after_names_the_first_row_group_past_ts(tmp_path, small_row_groups):
-    clock = FakeClock()
-    with Ledger.open(tmp_path / "d", backfill=True, clock=clock, segment_events_max=20) as led:
-        for i in range(20):
-            if i % 3 == 0:
-                clock.advance(10)
-            list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
-        led.log.settle()  # list a segment still sealing in the background
-        (segment,) = led.log.segments()
-        ts = led.log.read(columns=["ts"]).column("ts").to_pylist()
-    # ts by seq: 3 per value; row groups [0,4) [4,8) [8,12) [12,16) [16,20)
-    assert state_at_mod.row_group_after(segment.path, ts[0] - 1) == (0, 4)
-    assert state_at_mod.row_group_after(segment.path, ts[3]) == (4, 8)  # ts[3..5] equal: 3 | 4 5
-    assert state_at_mod.row_group_after(segment.path, ts[8]) == (8, 12)  # ts[6..8]: 6 7 | 8
-    assert state_at_mod.row_group_after(segment.path, ts[9]) == (12, 16)  # ts[9..11] in [8,12)
-    assert state_at_mod.row_group_after(segment.path, ts[-1]) is None
-    assert state_at_mod.row_group_after(tmp_path / "missing.parquet", 0) is None
+        for seq in range(1, led.log.next_seq + 1):
+            assert state_at_mod.ts_before(led.log, seq) == ts[seq - 1], seq

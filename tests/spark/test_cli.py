@@ -31,7 +31,8 @@ def test_help_of_the_spark_commands_starts_no_jvm():
         assert f"Usage: offset-ledger {cmd}" in out.stdout
 
 
-@pytest.mark.parametrize(("option", "order"), [([], "seq"), (["--order", "key"], "key")])
+@pytest.mark.parametrize(("option", "order"), [([], "cluster"), (["--order", "seq"], "seq"),
+                                             (["--order", "key"], "key")])
 def test_cli_compact_prints_json_only_and_is_idempotent(spark, tmp_path, capsys, option, order):
     root = tmp_path / "data"
     random_ledger(root, seed=5, commands=170)

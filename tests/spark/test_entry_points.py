@@ -44,7 +44,7 @@ def test_cli_compact_refuses_a_bad_order_in_one_line(root, capsys):
         captured = capsys.readouterr()
         assert code == 2 and captured.out == ""
         assert captured.err.startswith("Error: ") and captured.err.count("\n") == 1
-        assert "'bogus'" in captured.err and "seq or key" in captured.err
+        assert "'bogus'" in captured.err and "cluster, seq, key" in captured.err
     assert segments(root) == before
 
 

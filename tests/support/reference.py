@@ -523,8 +523,10 @@ class ReferenceLedger:
         p = self._peek(key, own)
         q = self.queues.get(key[1:])
         count = 0 if q is None else max(0, min(max_count, q["max_offset"] - next_offset))
+        # DESIGN.md, Events: every event carries the value before it, a pull its pulled offset
         self._emit("pull", now, consumer_group=group, topic=topic, queue_id=queue_id,
-                   offset=next_offset + count, generation=p["generation"], client_id=client)
+                   offset=next_offset + count, prev_offset=p["pulled"],
+                   generation=p["generation"], client_id=client)
         return {"next_offset": next_offset, "generation": p["generation"], "count": count}
 
     def _peek(self, key: Key, client: str | None) -> dict[str, Any]:
@@ -578,9 +580,11 @@ class ReferenceLedger:
             return refused("stale")  # rule 2: increase-only within a generation (a rewind
             # is a reset); an offset expiring now is gone, so nothing is stale against it
         self._expire_if_idle(key, p, own, now)
+        p = self._peek(key, own)
+        # DESIGN.md, Events: the committed offset before (none after an expiry just now)
         self._emit("commit", now, consumer_group=group, topic=topic, queue_id=queue_id,
-                   offset=offset, generation=p["generation"], client_id=client,
-                   actor=None if client else "operator")
+                   offset=offset, prev_offset=p["committed"], generation=p["generation"],
+                   client_id=client, actor=None if client else "operator")
         return {"accepted": True, "reason": None, "offset": offset}
 
     # -------------------------------------------------------------------------- reset
