@@ -346,6 +346,13 @@ def init(
                                     help="Seal a log segment at this age (PT1H)."),
     durability: str = typer.Option(None, "--durability", metavar="always|batch|none",
                                    help="fsync every append (always), per batch, or never."),
+    segments: str = typer.Option(None, "--segments", metavar="s3://BUCKET/PREFIX",
+                                 help="Keep sealed segments, checkpoints and the MANIFEST in this "
+                                      "S3 bucket (credentials: the standard AWS variables); "
+                                      "chosen once, when the ledger is created."),
+    segments_endpoint: str = typer.Option(None, "--segments-endpoint", metavar="URL",
+                                          help="S3 endpoint (default: $AWS_ENDPOINT_URL, "
+                                               "else AWS)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Create or re-configure a data directory; the settings persist for later commands."""
@@ -353,7 +360,8 @@ def init(
 
     settings = {"segment_events_max": segment_events, "segment_bytes_max": segment_bytes,
                 "segment_age_ms_max": duration_arg(segment_age, "--segment-age"),
-                "durability": durability}
+                "durability": durability, "segments": segments,
+                "segments_endpoint": segments_endpoint}
     with open_writer(ctx, **settings) as led:
         out = {"data_dir": str(led.root), **msgspec.structs.asdict(led.settings)}
     emit(out, as_json)

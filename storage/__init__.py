@@ -10,6 +10,7 @@ from storage.errors import (
     LockedError,
     LogFailedError,
     LogRangeError,
+    ManifestConflictError,
     ReadOnlyError,
     SchemaError,
     SettingsError,
@@ -18,6 +19,7 @@ from storage.errors import (
 )
 from storage.fs import FileSystem, OsFileSystem
 from storage.log import AppendResult, RetentionResult, SegmentedLog
+from storage.objectstore import ObjectLocation, ObjectStoreFileSystem
 from storage.recovery import RecoveryReport
 from storage.sealed import ReadStats
 from storage.segments import SegmentInfo
@@ -33,6 +35,9 @@ __all__ = [
     "LogFailedError",
     "LogRangeError",
     "LogSettings",
+    "ManifestConflictError",
+    "ObjectLocation",
+    "ObjectStoreFileSystem",
     "OsFileSystem",
     "ReadOnlyError",
     "ReadStats",

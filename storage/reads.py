@@ -42,7 +42,7 @@ class RangeReader:
         segments = self._segments
         for entry in segments.manifest.segments:
             self._check_file(entry)
-        return [segments.log_dir / e.file for e in segments.manifest.segments]
+        return [segments.readable_info(e).path for e in segments.manifest.segments]
 
     def read(self, bounds: SeqTsRange, wanted: list[str]) -> tuple[pa.Table, ReadStats]:
         """Rows within `bounds` with columns `wanted`, in seq order, and what the read touched."""
@@ -85,13 +85,14 @@ class RangeReader:
         if key in self._verified_files:
             return
         path = self._segments.log_dir / entry.file
+        where = self._segments.where(path)
         try:
             source = self._segments.fs.open_input(path)
         except FileNotFoundError:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       "listed in the manifest but missing") from None
         except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       f"cannot open: {exc}") from exc
         size, crc = 0, 0
         try:
@@ -102,16 +103,16 @@ class RangeReader:
                 size += len(chunk)
                 crc = crc32c.crc32c(chunk, crc)
         except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       f"cannot read: {exc}") from exc
         finally:
             source.close()
         if size != entry.bytes:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       f"file holds {size} bytes, the manifest says {entry.bytes}")
         if crc != entry.crc32c:
             raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq,
+                where, entry.base_seq, entry.end_seq,
                 f"crc32c {crc} differs from the manifest's {entry.crc32c}: the file changed after "
                 "it was written (run `offset-ledger verify` for the whole log)")
         self._verified_files.add(key)

@@ -17,7 +17,13 @@ import msgspec
 from storage import manifest as manifest_io
 from storage import names
 from storage.active import RecoveredTail
-from storage.errors import CorruptManifestError, CorruptSegmentError, SchemaError, StorageError
+from storage.errors import (
+    CorruptManifestError,
+    CorruptSegmentError,
+    ManifestConflictError,
+    SchemaError,
+    StorageError,
+)
 from storage.failure import FailureLatch
 from storage.fs import remove_quietly
 from storage.manifest import Manifest
@@ -54,7 +60,7 @@ def recover(
     fs = segments.fs
     fs.makedirs(segments.log_dir)
     fs.makedirs(segments.checkpoint_dir)
-    current = manifest_io.load(fs, segments.log_dir)
+    current, segments.manifest_tag = manifest_io.load_tagged(fs, segments.log_dir)
     if current is None:
         current = _create(segments)
     _check_stored_schema(segments, current)
@@ -113,7 +119,8 @@ def _create(segments: LogSegments) -> Manifest:
             "start a new log over them",
         )
     first = Manifest(revision=1, schema=manifest_io.encode_schema(segments.schema))
-    return manifest_io.commit(segments.fs, log_dir, first)
+    created, segments.manifest_tag = manifest_io.commit_tagged(segments.fs, log_dir, first, None)
+    return created
 
 
 def _check_stored_schema(segments: LogSegments, current: Manifest) -> None:
@@ -139,12 +146,26 @@ def _delete_unlisted(segments: LogSegments) -> list[str]:
         (segments.log_dir, live_log, names.is_log_file),
         (segments.checkpoint_dir, live_checkpoints, names.is_checkpoint_file),
     ):
-        for name in sorted(fs.listdir(directory)):
-            if ours(name) and name not in live and remove_quietly(fs, directory / name):
+        unlisted = [n for n in sorted(fs.listdir(directory)) if ours(n) and n not in live]
+        if unlisted and segments.manifest_tag is not None:
+            _check_still_current(segments)
+        for name in unlisted:
+            if remove_quietly(fs, directory / name):
                 deleted.append(f"{directory.name}/{name}")
     if deleted:
         log.info("deleted files not in the manifest: %s", deleted)
     return deleted
+
+
+def _check_still_current(segments: LogSegments) -> None:
+    """On an object store no lock keeps out a writer on another machine: files it uploaded and
+    listed after this open read the manifest look unlisted here, so delete nothing unless the
+    manifest is still the one read (and lose the race if it is not)."""
+    found, tag = manifest_io.load_tagged(segments.fs, segments.log_dir)
+    if tag != segments.manifest_tag:
+        where = segments.where(manifest_io.manifest_path(segments.log_dir))
+        held = segments.manifest.revision
+        raise ManifestConflictError(where, held, found.revision if found is not None else None)
 
 
 def _check_live_files(segments: LogSegments) -> None:
@@ -156,18 +177,19 @@ def _check_live_files(segments: LogSegments) -> None:
             size = fs.size(path)
         except FileNotFoundError:
             raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq, "listed in the manifest but missing"
+                segments.where(path), entry.base_seq, entry.end_seq,
+                "listed in the manifest but missing",
             ) from None
         if size != entry.bytes:
             raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq,
+                segments.where(path), entry.base_seq, entry.end_seq,
                 f"file holds {size} bytes, the manifest says {entry.bytes}",
             )
     for checkpoint in segments.manifest.checkpoints:
         path = segments.checkpoint_dir / checkpoint.file
         if not fs.exists(path):
             raise CorruptSegmentError(
-                path, None, None, f"checkpoint at seq {checkpoint.seq} is missing"
+                segments.where(path), None, None, f"checkpoint at seq {checkpoint.seq} is missing"
             )
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 from storage import manifest as manifest_io
 from storage import names
 from storage.active import ActiveSegment
+from storage.errors import CorruptSegmentError
 from storage.fs import FileSystem
 from storage.manifest import Manifest, SegmentEntry
 from storage.schema import SEQ_COLUMN, TS_COLUMN
@@ -45,6 +46,9 @@ class LogSegments:
         self.seq_index = schema.get_field_index(SEQ_COLUMN)
         self.ts_index = schema.get_field_index(TS_COLUMN)
         self.manifest = Manifest()
+        # Version tag of the stored manifest this process read or wrote last (an object store's
+        # ETag): the next commit is conditional on it.
+        self.manifest_tag: str | None = None
         self.active = self.new_active(0)
         # The clock when the active segment was last fsynced (or started): durability "batch"
         # counts its interval from here.
@@ -61,7 +65,9 @@ class LogSegments:
         proposed = msgspec.structs.replace(
             self.manifest, revision=self.manifest.revision + 1, **changes
         )
-        self.manifest = manifest_io.commit(self.fs, self.log_dir, proposed)
+        self.manifest, self.manifest_tag = manifest_io.commit_tagged(
+            self.fs, self.log_dir, proposed, self.manifest_tag
+        )
 
     def info(self, entry: SegmentEntry) -> SegmentInfo:
         """What callers see of a manifest entry: its facts and its path."""
@@ -70,3 +76,18 @@ class LogSegments:
             ts_max=entry.ts_max, events=entry.events, bytes=entry.bytes,
             path=self.log_dir / entry.file,
         )
+
+    def readable_info(self, entry: SegmentEntry) -> SegmentInfo:
+        """`info` with a path that readers opening files themselves (DuckDB, Spark) can open:
+        on an object store, a local copy of the object (downloaded once)."""
+        info = self.info(entry)
+        try:
+            local = self.fs.local_copy(info.path, entry.crc32c)
+        except FileNotFoundError:
+            raise CorruptSegmentError(self.where(info.path), entry.base_seq, entry.end_seq,
+                                      "listed in the manifest but missing") from None
+        return msgspec.structs.replace(info, path=local)
+
+    def where(self, path: Path) -> str:
+        """Where a file of this log really is, for messages (an object's URL on a bucket)."""
+        return self.fs.describe(path)

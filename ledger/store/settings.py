@@ -8,6 +8,7 @@ import msgspec
 
 from ledger.errors import InvalidInput
 from ledger.limits import OFFSETS_RETENTION_MS_DEFAULT
+from storage import ObjectLocation, SettingsError
 
 SETTINGS_FILE = "settings.json"
 DURABILITIES = ("always", "batch", "none")
@@ -29,8 +30,17 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     apply_column_batch_commands: int = 131_072
     # A checkpoint at least every N events, sealed or not, bounds what an open replays.
     checkpoint_interval_events: int = 250_000
+    # Sealed segments, checkpoints and the MANIFEST in an S3 bucket (`s3://bucket/prefix`); the
+    # WAL and the view stay here. The endpoint: this, else $AWS_ENDPOINT_URL (else AWS).
+    segments: str | None = None
+    segments_endpoint: str | None = None
 
     def __post_init__(self) -> None:
+        if self.segments is not None:
+            try:
+                ObjectLocation.parse(self.segments)
+            except SettingsError as e:
+                raise InvalidInput(f"invalid segments {self.segments!r}: {e}") from None
         if self.durability not in DURABILITIES:
             raise InvalidInput(
                 f"invalid durability {self.durability!r}: use one of {', '.join(DURABILITIES)}")

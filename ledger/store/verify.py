@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from ledger.fold.events import EVENT_SCHEMA
 from ledger.fold.state import State
+from ledger.store import settings as settings_mod
+from ledger.store import tier
 from ledger.store.checkpoint import state_to_table, table_to_state
 from ledger.store.writer import VIEW_FILE
 from storage import SegmentedLog, StorageError
@@ -61,6 +63,7 @@ class VerifyReport(msgspec.Struct):
 def verify_ledger(root: str | Path, *, fs: FileSystem | None = None) -> VerifyReport:
     """Check the ledger at `root`; never raises for bad data (it becomes a problem)."""
     root = Path(root)
+    fs = tier.filesystem(root, settings_mod.load(root), fs)
     log_report = verify_log(root, EVENT_SCHEMA, fs)
     if _durability(root) != "always":  # a power cut may lose an unsynced tail: not corruption
         for problem in [p for p in log_report.problems if p.kind == "beyond_end"]:

@@ -25,6 +25,7 @@ from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerU
 from ledger.fold.events import EVENT_SCHEMA, EventBuffer
 from ledger.fold.state import State
 from ledger.store import settings as settings_mod
+from ledger.store import tier
 from ledger.store.checkpoint import state_to_table, table_to_state
 from ledger.store.settings import LedgerSettings
 from ledger.store.view import View
@@ -73,8 +74,9 @@ class Writer:
              **settings: Any) -> Writer:
         """Open (creating if needed) a data directory as its single writer."""
         cfg = settings_mod.merged(root, settings)
+        tier.check_unmoved(root, settings_mod.load(root), cfg)
         log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
-                                fs=fs)
+                                fs=tier.filesystem(root, cfg, fs))
         try:
             if settings and any(v is not None for v in settings.values()):
                 settings_mod.save(root, cfg)  # only the lock holder may change them
@@ -98,7 +100,9 @@ class Writer:
         """A consistent read-only snapshot with an in-memory view (the file is the writer's)."""
         if not (root / "log").exists():
             raise InvalidInput(f"no ledger at {root}: nothing written yet")
-        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False, fs=fs)
+        cfg = settings_mod.load(root)
+        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False,
+                                fs=tier.filesystem(root, cfg, fs))
         try:
             state = load_state(log)
             view = View.open(None)
@@ -106,7 +110,7 @@ class Writer:
         except BaseException:
             log.close()
             raise
-        return cls(root, log, state, view, settings_mod.load(root), clock, readonly=True)
+        return cls(root, log, state, view, cfg, clock, readonly=True)
 
     def catch_up(self) -> int:
         """A reader follows the log: take the manifest and tail as they are now and fold the
