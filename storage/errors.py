@@ -69,7 +69,8 @@ class VersionConflictError(StorageError):
         self.location = location
         self.expected = expected
         wanted = f"version {expected}" if expected is not None else "no object"
-        super().__init__(f"{location} changed under this writer: expected {wanted} there")
+        super().__init__(f"{location}: another writer put it first (this writer expected "
+                         f"{wanted} there); nothing was overwritten")
 
 
 class ManifestConflictError(StorageError):
@@ -80,11 +81,11 @@ class ManifestConflictError(StorageError):
         self.location = location
         self.held = held
         self.found = found
-        there = f"holds revision {found}" if found is not None else "holds an unreadable manifest"
+        there = f"revision {found}" if found is not None else "an unreadable manifest"
         super().__init__(
-            f"manifest {location}: another writer committed it; this writer held revision {held} "
-            f"and would have committed {held + 1}, the store {there}; nothing was overwritten "
-            "(one writer per log: stop the other one, then reopen)"
+            f"manifest {location}: another writer committed since this writer read revision "
+            f"{held}; the store now holds {there}. This writer lost the race and overwrote "
+            "nothing (one writer per log: stop the other one, then reopen)"
         )
 
 

@@ -27,7 +27,13 @@ import pyarrow as pa
 
 from storage import checkpoints
 from storage.active import RecoveredTail
-from storage.errors import CorruptSegmentError, ReadOnlyError, StorageError, WriteFailedError
+from storage.errors import (
+    CorruptSegmentError,
+    ReadOnlyError,
+    StorageError,
+    VersionConflictError,
+    WriteFailedError,
+)
 from storage.failure import FailureLatch
 from storage.fs import FileSystem, OsFileSystem, remove_quietly, sync_dir
 from storage.lock import WriterLock
@@ -204,6 +210,9 @@ class SegmentedLog:
             with self._latch.failing_on_fsync():
                 try:
                     yield
+                except VersionConflictError as exc:
+                    # another writer's object or manifest: this one lost the race (object store)
+                    raise self._segments.lost_race() from exc
                 except OSError as exc:
                     if isinstance(exc, StorageError):
                         raise

@@ -180,16 +180,16 @@ def commit_tagged(
     try:
         tag = fs.replace_versioned(path, data, expected)
     except VersionConflictError as exc:
-        raise ManifestConflictError(
-            fs.describe(path), manifest.revision - 1, _revision_found(fs, log_directory)
-        ) from exc
+        raise conflict(fs, log_directory, manifest.revision - 1) from exc
     return manifest, tag
 
 
-def _revision_found(fs: FileSystem, log_directory: Path) -> int | None:
-    """The revision stored now (for the message of a lost race); None if unreadable."""
+def conflict(fs: FileSystem, log_directory: Path, held: int) -> ManifestConflictError:
+    """The error of a writer holding revision `held` that lost the race to another writer,
+    naming the revision stored now."""
     try:
         found = load(fs, log_directory)
     except (OSError, CorruptManifestError):
-        return None
-    return found.revision if found is not None else None
+        found = None
+    return ManifestConflictError(fs.describe(manifest_path(log_directory)), held,
+                                 found.revision if found is not None else None)

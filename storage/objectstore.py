@@ -6,16 +6,17 @@ a path under the data directory names an object when it is a sealed segment or t
 <name>`); everything else (the active WAL, temporaries, the lock) stays on the local disk.
 
 - A sealed file is written to its local `.tmp` name, fsynced, then "renamed" to its final
-  name: the rename is the upload (one PUT, atomic on S3), so an object exists whole before the
-  manifest names it. A crash between the upload and the manifest commit leaves an unlisted
+  name: the rename is the upload (one PUT, atomic on S3, `If-None-Match: *` so that it never
+  replaces an object another writer put there), so an object exists whole before the manifest
+  names it. A crash between the upload and the manifest commit leaves an unlisted
   object, which readers ignore (they trust the manifest) and the next writer open deletes.
 - The manifest is replaced by a conditional put (`If-Match` on the ETag this writer read or
   wrote last, `If-None-Match: *` for the first), as Delta and Iceberg commit: a second writer
   gets HTTP 412 and loses the race (`VersionConflictError`), never overwriting. pyarrow's
-  S3FileSystem has no conditional put, so boto3 makes that call (and reads the manifest with
-  its ETag); pyarrow's S3FileSystem does every other read, upload, listing and delete.
+  S3FileSystem has no conditional put, so boto3 makes the PUTs (and reads the manifest with its
+  ETag) and the deletes; pyarrow's S3FileSystem does every other read and the listings.
 - Readers that open files themselves (DuckDB, Spark) get `local_copy`: the object downloaded
-  once into `<root>/s3-cache/`, named with its crc32c so a reused name never serves old bytes.
+  once into `<root>/s3-cache/`, under its crc32c so a reused name never serves old bytes.
 
 Endpoint and credentials: the standard AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
 `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`), or `endpoint` given here.
@@ -23,6 +24,7 @@ Endpoint and credentials: the standard AWS variables (`AWS_ENDPOINT_URL`, `AWS_A
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -42,7 +44,7 @@ from storage.fs import Buffer, FileHandle, FileSystem
 
 SCHEME = "s3://"
 CACHE_DIR = "s3-cache"
-UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024
+COPY_CHUNK_BYTES = 8 * 1024 * 1024
 DEFAULT_REGION = "us-east-1"
 
 
@@ -173,7 +175,7 @@ class ObjectStoreFileSystem(FileSystem):
             super().rename(src, dst)
         elif src_key is None:
             assert dst_key is not None
-            self._upload(src, dst_key)
+            self._put_new(src, dst_key)
             os.remove(src)
         elif dst_key is None:
             self._download(src_key, dst)
@@ -182,16 +184,17 @@ class ObjectStoreFileSystem(FileSystem):
             self.s3.copy_file(src_key, dst_key)
             self.remove(src)
 
-    def _upload(self, local: Path, key: str) -> None:
-        with open(local, "rb") as source, self.s3.open_output_stream(key) as sink:
-            while chunk := source.read(UPLOAD_CHUNK_BYTES):
-                sink.write(chunk)
+    def _put_new(self, local: Path, key: str) -> None:
+        """Upload `local` as a new object: `If-None-Match: *`, so an object another writer put
+        under the same name (a stale writer sealing the same seqs) is never replaced."""
+        with open(local, "rb") as body:
+            self._put(key, body, None)
 
     def _download(self, key: str, local: Path) -> None:
         tmp = local.with_name(f"{local.name}.{uuid.uuid4().hex}.download")
         try:
             with self.s3.open_input_stream(key) as source, open(tmp, "wb") as sink:
-                shutil.copyfileobj(source, sink, UPLOAD_CHUNK_BYTES)
+                shutil.copyfileobj(source, sink, COPY_CHUNK_BYTES)
             os.replace(tmp, local)
         except FileNotFoundError:
             raise self._missing(key) from None
@@ -207,7 +210,9 @@ class ObjectStoreFileSystem(FileSystem):
         self._forget_copies(path)
         if self.s3.get_file_info(key).type == pafs.FileType.NotFound:
             raise self._missing(key)
-        self.s3.delete_file(key)
+        # boto3, not pyarrow: pyarrow's delete_file leaves a "directory" marker object behind
+        bucket, object_key = key.split("/", 1)
+        self._boto().delete_object(Bucket=bucket, Key=object_key)
 
     def fsync_file(self, path: Path) -> None:
         if self.key(path) is None:
@@ -269,14 +274,18 @@ class ObjectStoreFileSystem(FileSystem):
         key = self.key(path)
         if key is None:
             return super().replace_versioned(path, data, expected)
+        return self._put(key, bytes(data), expected)
+
+    def _put(self, key: str, body: Any, expected: str | None) -> str:
+        """One conditional PUT (`If-Match: expected`, `If-None-Match: *` when None); the new
+        ETag. A 412 (or 409, a concurrent conditional put) is `VersionConflictError`."""
         from botocore.exceptions import ClientError
 
         client = self._boto()
         bucket, object_key = key.split("/", 1)
         condition = {"IfMatch": expected} if expected is not None else {"IfNoneMatch": "*"}
         try:
-            answer = client.put_object(Bucket=bucket, Key=object_key, Body=bytes(data),
-                                       **condition)
+            answer = client.put_object(Bucket=bucket, Key=object_key, Body=body, **condition)
         except ClientError as exc:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             code = exc.response.get("Error", {}).get("Code")
@@ -289,9 +298,11 @@ class ObjectStoreFileSystem(FileSystem):
     # ----------------------------------------------------------------------------- local copies
 
     def _copy_path(self, path: Path, crc: int | None) -> Path:
+        """`<root>/s3-cache/<dir>/<crc32c>/<name>`: the file's own name (callers match it with
+        the manifest's), under its checksum so a reused name never serves other bytes."""
         directory = self._remote_dirs[Path(os.path.abspath(path)).parent]
-        suffix = f".{crc:08x}" if crc is not None else ""
-        return self.root / CACHE_DIR / directory / f"{path.name}{suffix}"
+        version = f"{crc:08x}" if crc is not None else "unchecked"
+        return self.root / CACHE_DIR / directory / version / path.name
 
     def local_copy(self, path: Path, crc: int | None) -> Path:
         key = self.key(path)
@@ -306,5 +317,7 @@ class ObjectStoreFileSystem(FileSystem):
     def _forget_copies(self, path: Path) -> None:
         directory = self.root / CACHE_DIR / self._remote_dirs[Path(os.path.abspath(path)).parent]
         if directory.is_dir():
-            for copy in directory.glob(f"{path.name}*"):
+            for copy in directory.glob(f"*/{path.name}"):
                 copy.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    copy.parent.rmdir()

@@ -20,7 +20,6 @@ from storage.active import RecoveredTail
 from storage.errors import (
     CorruptManifestError,
     CorruptSegmentError,
-    ManifestConflictError,
     SchemaError,
     StorageError,
 )
@@ -161,11 +160,9 @@ def _check_still_current(segments: LogSegments) -> None:
     """On an object store no lock keeps out a writer on another machine: files it uploaded and
     listed after this open read the manifest look unlisted here, so delete nothing unless the
     manifest is still the one read (and lose the race if it is not)."""
-    found, tag = manifest_io.load_tagged(segments.fs, segments.log_dir)
+    _, tag = manifest_io.load_tagged(segments.fs, segments.log_dir)
     if tag != segments.manifest_tag:
-        where = segments.where(manifest_io.manifest_path(segments.log_dir))
-        held = segments.manifest.revision
-        raise ManifestConflictError(where, held, found.revision if found is not None else None)
+        raise segments.lost_race()
 
 
 def _check_live_files(segments: LogSegments) -> None:

@@ -16,7 +16,7 @@ import pyarrow as pa
 from storage import manifest as manifest_io
 from storage import names
 from storage.active import ActiveSegment
-from storage.errors import CorruptSegmentError
+from storage.errors import CorruptSegmentError, ManifestConflictError
 from storage.fs import FileSystem
 from storage.manifest import Manifest, SegmentEntry
 from storage.schema import SEQ_COLUMN, TS_COLUMN
@@ -87,6 +87,10 @@ class LogSegments:
             raise CorruptSegmentError(self.where(info.path), entry.base_seq, entry.end_seq,
                                       "listed in the manifest but missing") from None
         return msgspec.structs.replace(info, path=local)
+
+    def lost_race(self) -> ManifestConflictError:
+        """The error of a change that found another writer's object or manifest in its way."""
+        return manifest_io.conflict(self.fs, self.log_dir, self.manifest.revision)
 
     def where(self, path: Path) -> str:
         """Where a file of this log really is, for messages (an object's URL on a bucket)."""

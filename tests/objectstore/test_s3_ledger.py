@@ -73,7 +73,7 @@ def test_main_flows_on_s3_answer_as_a_local_ledger(tmp_path: Path, s3: S3, prefi
     r = remote.json("retention", "--log-retention", "PT1S")
     assert r["segments_deleted"] >= 1, r
     with Ledger.open(remote.data, readonly=True) as led:
-        listed = {s.path.name.split(".parquet")[0] + ".parquet" for s in led.log.segments()}
+        listed = {s.path.name for s in led.log.segments()}
         start = led.log.start_seq
     left = {k.removeprefix("log/") for k in s3.keys(prefix) if k.endswith(".parquet")
             and k.startswith("log/")}
@@ -90,3 +90,15 @@ def test_segments_location_is_chosen_once(tmp_path: Path, s3: S3, prefix: str) -
     assert_one_line_error(r, 2, "invalid segments", "chosen once")
     r = Cli(tmp_path / "other")("init", "--segments", "http://not-s3/x")
     assert_one_line_error(r, 2, "invalid segments", "'http://not-s3/x'")
+
+
+def test_cli_names_a_missing_object(tmp_path: Path, s3: S3, prefix: str) -> None:
+    cli = Cli(tmp_path / "data")
+    build(cli, "--segments", f"s3://{BUCKET}/{prefix}", "--segments-endpoint", s3.endpoint)
+    key = f"{prefix}/log/00000000000000000008.parquet"
+    s3.client.delete_object(Bucket=BUCKET, Key=key)
+    url = f"s3://{BUCKET}/{key}"
+    report = cli.json("verify", code=1)
+    assert url in json.dumps(report["problems"]), report["problems"]
+    r = cli("history", "--group", G)
+    assert_one_line_error(r, 2, url, "missing")
