@@ -40,9 +40,13 @@ class RangeReader:
     def checked_paths(self) -> list[Path]:
         """Paths of the sealed segments in seq order, each checked against its crc32c."""
         segments = self._segments
+        paths = []
         for entry in segments.manifest.segments:
-            self._check_file(entry)
-        return [segments.readable_info(e).path for e in segments.manifest.segments]
+            # the file those readers will open: on an object store its local copy
+            path = segments.readable_info(entry).path
+            self._check_file(entry, path)
+            paths.append(path)
+        return paths
 
     def read(self, bounds: SeqTsRange, wanted: list[str]) -> tuple[pa.Table, ReadStats]:
         """Rows within `bounds` with columns `wanted`, in seq order, and what the read touched."""
@@ -77,15 +81,17 @@ class RangeReader:
             return target.empty_table().select(wanted), stats
         return pa.concat_tables(pieces).select(wanted), stats
 
-    def _check_file(self, entry: SegmentEntry) -> None:
-        """The whole file's crc32c equals the manifest's (once per file and process)."""
+    def _check_file(self, entry: SegmentEntry, path: Path | None = None) -> None:
+        """The whole file's crc32c equals the manifest's (once per file and process); `path`
+        if given is where it is read from (a local copy of an object)."""
         if entry.crc32c is None:
             return  # swapped in by a version that did not record checksums
         key = (entry.file, entry.bytes, entry.crc32c)
         if key in self._verified_files:
             return
-        path = self._segments.log_dir / entry.file
-        where = self._segments.where(path)
+        listed = self._segments.log_dir / entry.file
+        where = self._segments.where(listed)
+        path = path if path is not None else listed
         try:
             source = self._segments.fs.open_input(path)
         except FileNotFoundError:
