@@ -17,12 +17,7 @@ import msgspec
 from storage import manifest as manifest_io
 from storage import names
 from storage.active import RecoveredTail
-from storage.errors import (
-    CorruptManifestError,
-    CorruptSegmentError,
-    SchemaError,
-    StorageError,
-)
+from storage.errors import CorruptManifestError, CorruptSegmentError, SchemaError, StorageError
 from storage.failure import FailureLatch
 from storage.fs import remove_quietly
 from storage.manifest import Manifest
