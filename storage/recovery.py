@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 
@@ -146,28 +147,30 @@ def _delete_unlisted(segments: LogSegments) -> list[str]:
     live_log.add(names.MANIFEST_FILE)
     live_checkpoints = {c.file for c in current.checkpoints}
     deleted: list[str] = []
+    unlisted: list[Path] = []
     for directory, live, ours in (
         (segments.log_dir, live_log, names.is_log_file),
         (segments.checkpoint_dir, live_checkpoints, names.is_checkpoint_file),
     ):
-        unlisted = [n for n in sorted(fs.listdir(directory)) if ours(n) and n not in live]
-        if unlisted and segments.manifest_tag is not None:
-            _check_still_current(segments)
-        for name in unlisted:
-            if remove_quietly(fs, directory / name):
-                deleted.append(f"{directory.name}/{name}")
+        unlisted += [directory / n for n in sorted(fs.listdir(directory))
+                     if ours(n) and n not in live]
+    if unlisted and segments.manifest_tag is not None:
+        _claim(segments)
+    for path in unlisted:
+        if remove_quietly(fs, path):
+            deleted.append(f"{path.parent.name}/{path.name}")
     if deleted:
         log.info("deleted files not in the manifest: %s", deleted)
     return deleted
 
 
-def _check_still_current(segments: LogSegments) -> None:
-    """On an object store no lock keeps out a writer on another machine: files it uploaded and
-    listed after this open read the manifest look unlisted here, so delete nothing unless the
-    manifest is still the one read (and lose the race if it is not)."""
-    _, tag = manifest_io.load_tagged(segments.fs, segments.log_dir)
-    if tag != segments.manifest_tag:
-        raise segments.lost_race()
+def _claim(segments: LogSegments) -> None:
+    """On an object store no lock keeps out a writer elsewhere, and an object it uploaded but
+    has not listed yet looks like a crash's leftover here. Commit the manifest unchanged (the
+    next revision, conditional on the one read) before deleting any: once that put succeeds, an
+    upload the manifest did not list can never be listed (its writer's put loses), and if it
+    fails this open loses the race instead, deleting nothing."""
+    segments.commit()
 
 
 def _check_live_files(segments: LogSegments) -> None:

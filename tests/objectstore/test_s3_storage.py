@@ -161,3 +161,19 @@ def test_a_compaction_swap_uploads_the_new_file_and_deletes_the_replaced_objects
     assert f"log/{new[0].path.name}" in keys and new[0].path.name != old[0].path.name
     assert f"log/{old[1].path.name}" not in keys  # replaced: listed by no manifest, deleted
     assert verify_log(root, SCHEMA, bucket_fs(root, s3, prefix)).ok
+
+
+def test_a_second_writer_claims_the_manifest_before_deleting_unlisted_objects(
+        tmp_path: Path, s3: S3, prefix: str) -> None:
+    live = open_log(tmp_path / "a", SETTINGS, fs=bucket_fs(tmp_path / "a", s3, prefix))
+    # an upload the live writer has not listed yet looks like a crash's leftover elsewhere
+    in_flight = f"{prefix}/log/00000000000000000000.parquet"
+    s3.client.put_object(Bucket=BUCKET, Key=in_flight, Body=b"not listed yet")
+    with open_log(tmp_path / "b", SETTINGS, fs=bucket_fs(tmp_path / "b", s3, prefix)) as other:
+        assert other.recovery.files_deleted == ("log/00000000000000000000.parquet",)
+    # the claim (revision 2) came first, so the live writer can never list what was deleted
+    live.append(make_rows(20))
+    with pytest.raises(ManifestConflictError, match="revision 1.*revision 2"):
+        live.roll()
+    live._abandon()
+    assert verify_log(tmp_path / "b", SCHEMA, bucket_fs(tmp_path / "b", s3, prefix)).ok
