@@ -102,3 +102,18 @@ def test_cli_names_a_missing_object(tmp_path: Path, s3: S3, prefix: str) -> None
     assert url in json.dumps(report["problems"]), report["problems"]
     r = cli("history", "--group", G)
     assert_one_line_error(r, 2, url, "missing")
+
+
+def test_a_cluster_file_places_a_shard_s_segments_in_s3(tmp_path: Path, s3: S3,
+                                                         prefix: str) -> None:
+    from tests.cluster.conftest import ClusterCli
+
+    url = f"s3://{BUCKET}/{prefix}"
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text(f'[[shard]]\nroot = "s0"\nsegments = "{url}"\n\n[[shard]]\nroot = "s1"\n')
+    many = ClusterCli(cluster, env={"AWS_ENDPOINT_URL": s3.endpoint})
+    r = many("init", "--segment-events", "4")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((tmp_path / "s0" / "settings.json").read_bytes())["segments"] == url
+    assert json.loads((tmp_path / "s1" / "settings.json").read_bytes())["segments"] is None
+    assert "log/MANIFEST" in s3.keys(prefix)
