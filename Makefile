@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 		|| { echo "offset-ledger needs Python >= 3.11 (tomllib) (found: $$($(PYTHON) --version 2>&1))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,server,kafka]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,server,kafka,s3]'
 	touch $(STAMP)
 
 java-check:

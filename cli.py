@@ -412,6 +412,13 @@ def init(
                                     help="Seal a log segment at this age (PT1H)."),
     durability: str = typer.Option(None, "--durability", metavar="always|batch|none",
                                    help="fsync every append (always), per batch, or never."),
+    segments: str = typer.Option(None, "--segments", metavar="s3://BUCKET/PREFIX",
+                                 help="Keep sealed segments, checkpoints and the MANIFEST in this "
+                                      "S3 bucket (credentials: the standard AWS variables); "
+                                      "chosen once, when the ledger is created."),
+    segments_endpoint: str = typer.Option(None, "--segments-endpoint", metavar="URL",
+                                          help="S3 endpoint (default: $AWS_ENDPOINT_URL, "
+                                               "else AWS)."),
     clock_skew: str = typer.Option(None, "--clock-skew", metavar="DURATION",
                                    help="How far a command's ts may run ahead of the clock "
                                         "(default PT10S); beyond it only a backfill may."),
@@ -422,7 +429,8 @@ def init(
 
     settings = {"segment_events_max": segment_events, "segment_bytes_max": segment_bytes,
                 "segment_age_ms_max": duration_arg(segment_age, "--segment-age"),
-                "durability": durability,
+                "durability": durability, "segments": segments,
+                "segments_endpoint": segments_endpoint,
                 "clock_skew_ms": duration_arg(clock_skew, "--clock-skew")}
     if cluster_file(ctx) is not None:
         with open_cluster(ctx) as cluster:

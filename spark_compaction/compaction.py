@@ -43,6 +43,7 @@ import pyarrow as pa
 from ledger.errors import InvalidInput
 from ledger.fold.events import EVENT_SCHEMA
 from ledger.store import settings as ledger_settings
+from ledger.store import tier
 from ledger.store.writer import log_settings
 from spark_compaction.checksum import Checksum, content_checksum, content_checksums
 from spark_compaction.session import (
@@ -204,9 +205,12 @@ def compact_root(
     say = progress or (lambda _msg: None)
     check_order(order)
     root = require_ledger(root)
-    fs = fs or OsFileSystem()
+    cfg = ledger_settings.load(root)
+    # a root whose segments are in S3 is compacted there (never through a local-only layer,
+    # which would find no manifest and start another log over the WAL)
+    fs = fs or tier.filesystem(root, cfg, None) or OsFileSystem()
     started = time.perf_counter()
-    settings = log_settings(ledger_settings.load(root))
+    settings = log_settings(cfg)
     with SegmentedLog.open(root, EVENT_SCHEMA, settings, writer=True, fs=fs) as log:
         staging = root / STAGING_DIR
         _clear_staging(fs, staging)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from ledger.fold.events import EVENT_SCHEMA
+from ledger.store import settings as ledger_settings
+from ledger.store import tier
 from storage import SegmentedLog, SegmentInfo
 
 if TYPE_CHECKING:
@@ -146,7 +148,9 @@ def require_ledger(root: str | os.PathLike[str]) -> Path:
 
 def open_reader(root: str | os.PathLike[str]) -> SegmentedLog:
     """A storage reader of a ledger root (no lock)."""
-    return SegmentedLog.open(require_ledger(root), EVENT_SCHEMA, writer=False)
+    root = require_ledger(root)
+    fs = tier.filesystem(root, ledger_settings.load(root), None)  # the bucket's, if tiered
+    return SegmentedLog.open(root, EVENT_SCHEMA, writer=False, fs=fs)
 
 
 def snapshot_of(log: SegmentedLog) -> LogSnapshot:

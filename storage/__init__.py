@@ -11,6 +11,7 @@ from storage.errors import (
     LockedError,
     LogFailedError,
     LogRangeError,
+    ManifestConflictError,
     ReadOnlyError,
     SchemaError,
     SettingsError,
@@ -19,6 +20,7 @@ from storage.errors import (
 )
 from storage.fs import FileSystem, OsFileSystem
 from storage.log import AppendResult, RetentionResult, SegmentedLog
+from storage.objectstore import ObjectLocation, ObjectStoreFileSystem
 from storage.recovery import RecoveryReport
 from storage.sealed import ReadStats
 from storage.segments import SegmentInfo
@@ -34,6 +36,9 @@ __all__ = [
     "LogFailedError",
     "LogRangeError",
     "LogSettings",
+    "ManifestConflictError",
+    "ObjectLocation",
+    "ObjectStoreFileSystem",
     "OsFileSystem",
     "ReadOnlyError",
     "ReadStats",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from storage import names
-from storage.errors import FsyncError, StorageError
+from storage.errors import CorruptSegmentError, FsyncError, StorageError
 from storage.fs import remove_quietly, sync_dir
 from storage.manifest import CheckpointEntry
 from storage.sealed import read_table, write_parquet_checked
@@ -62,6 +62,19 @@ def checkpoint_path(segments: LogSegments, seq: int) -> Path:
     """Where the checkpoint at `seq` is (or would be)."""
     name = segments.manifest.checkpoint_file(seq) or names.checkpoint_name(seq)
     return segments.checkpoint_dir / name
+
+
+def readable_checkpoint_path(segments: LogSegments, seq: int) -> Path:
+    """`checkpoint_path`, as a local copy on an object store when the checkpoint is listed."""
+    path = checkpoint_path(segments, seq)
+    entry = next((c for c in segments.manifest.checkpoints if c.seq == seq), None)
+    if entry is None:
+        return path
+    try:
+        return segments.fs.local_copy(path, entry.crc32c)
+    except FileNotFoundError:
+        raise CorruptSegmentError(segments.where(path), None, None,
+                                  f"checkpoint at seq {seq} is missing") from None
 
 
 def read_checkpoint(segments: LogSegments, seq: int) -> pa.Table:

@@ -36,7 +36,8 @@ class CorruptSegmentError(StorageError):
         where = ""
         if base_seq is not None:
             where = f" (seq {base_seq}..{end_seq})" if end_seq is not None else f" (seq {base_seq}..)"
-        super().__init__(f"corrupt segment {self.path}{where}: {why}")
+        # `path` as given: an object's URL (s3://bucket/key) is not a local Path
+        super().__init__(f"corrupt segment {path}{where}: {why}")
 
 
 class CorruptManifestError(StorageError):
@@ -58,6 +59,33 @@ class LockedError(StorageError):
         super().__init__(
             f"the log at {self.path.parent} is locked by {holder} (lock file {self.path}); "
             "one writer per data directory: stop it first (reads need no lock)"
+        )
+
+
+class VersionConflictError(StorageError):
+    """A conditional replace found another version than the one expected (another writer)."""
+
+    def __init__(self, location: str, expected: str | None):
+        self.location = location
+        self.expected = expected
+        wanted = f"version {expected}" if expected is not None else "no object"
+        super().__init__(f"{location}: another writer put it first (this writer expected "
+                         f"{wanted} there); nothing was overwritten")
+
+
+class ManifestConflictError(StorageError):
+    """Another writer committed the manifest since this one read it: this commit lost the race
+    and wrote nothing (one writer per log; reopen to continue from the committed manifest)."""
+
+    def __init__(self, location: str, held: int, found: int | None):
+        self.location = location
+        self.held = held
+        self.found = found
+        there = f"revision {found}" if found is not None else "an unreadable manifest"
+        super().__init__(
+            f"manifest {location}: another writer committed since this writer read revision "
+            f"{held}; the store now holds {there}. This writer lost the race and overwrote "
+            "nothing (one writer per log: stop the other one, then reopen)"
         )
 
 

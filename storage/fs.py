@@ -134,6 +134,31 @@ class FileSystem:
         """Create a directory and its parents if missing."""
         os.makedirs(path, exist_ok=True)
 
+    def read_versioned(self, path: Path) -> tuple[bytes, str | None]:
+        """A file's content and its version tag (an object store's ETag; None for a local file,
+        whose writers the writer lock orders)."""
+        return self.read_bytes(path), None
+
+    def replace_versioned(self, path: Path, data: Buffer, expected: str | None) -> str | None:
+        """Replace `path` whole and atomically; returns the new version tag.
+
+        An object store puts conditionally (`If-Match: expected`, `If-None-Match: *` when
+        `expected` is None) and raises `VersionConflictError` if another writer replaced the
+        file since, never overwriting it. Locally: tmp, fsync, rename, fsync the directory.
+        """
+        write_file_atomically(self, path, data)
+        sync_dir(self, path.parent)
+        return None
+
+    def describe(self, path: Path) -> str:
+        """Where `path` really is, for messages (an object's URL on an object store)."""
+        return str(path)
+
+    def local_copy(self, path: Path, crc: int | None) -> Path:
+        """A local path with the content of `path` for readers that open files themselves
+        (DuckDB, Spark): the path itself here, a cached download on an object store."""
+        return path
+
 
 class OsFileSystem(FileSystem):
     """The default file layer: plain POSIX calls."""

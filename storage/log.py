@@ -28,7 +28,13 @@ import pyarrow as pa
 from storage import checkpoints
 from storage.acknowledged import Witness
 from storage.active import RecoveredTail
-from storage.errors import CorruptSegmentError, ReadOnlyError, StorageError, WriteFailedError
+from storage.errors import (
+    CorruptSegmentError,
+    ReadOnlyError,
+    StorageError,
+    VersionConflictError,
+    WriteFailedError,
+)
 from storage.failure import FailureLatch
 from storage.fs import FileSystem, OsFileSystem, remove_quietly, sync_dir
 from storage.lock import WriterLock
@@ -230,6 +236,9 @@ class SegmentedLog:
             with self._latch.failing_on_fsync():
                 try:
                     yield
+                except VersionConflictError as exc:
+                    # another writer's object or manifest: this one lost the race (object store)
+                    raise self._segments.lost_race() from exc
                 except OSError as exc:
                     if isinstance(exc, StorageError):
                         raise
@@ -317,9 +326,10 @@ class SegmentedLog:
     # ----------------------------------------------------------------------------- reads
 
     def segments(self) -> list[SegmentInfo]:
-        """Sealed segments in seq order, as the manifest lists them."""
+        """Sealed segments in seq order, as the manifest lists them; each `path` is one a reader
+        can open (on an object store, a local copy of the object)."""
         with self._mutex:
-            return [self._segments.info(e) for e in self._segments.manifest.segments]
+            return [self._segments.readable_info(e) for e in self._segments.manifest.segments]
 
     def segment_paths(self) -> list[Path]:
         """Paths of the sealed segments in seq order (what Spark or DuckDB should read).
@@ -414,9 +424,10 @@ class SegmentedLog:
             return checkpoints.checkpoint_seqs(self._segments)
 
     def checkpoint_path(self, seq: int) -> Path:
-        """Where the checkpoint at `seq` is (or would be)."""
+        """Where the checkpoint at `seq` is (or would be); a listed one on an object store is
+        a local copy of the object, which readers can open."""
         with self._mutex:
-            return checkpoints.checkpoint_path(self._segments, seq)
+            return checkpoints.readable_checkpoint_path(self._segments, seq)
 
     def read_checkpoint(self, seq: int) -> pa.Table:
         """The table stored as the checkpoint at `seq`."""
@@ -425,9 +436,8 @@ class SegmentedLog:
                 lambda: checkpoints.read_checkpoint(self._segments, seq), FileNotFoundError
             )
         except FileNotFoundError:
-            raise CorruptSegmentError(
-                self.checkpoint_path(seq), None, None, "checkpoint missing"
-            ) from None
+            where = self._segments.where(checkpoints.checkpoint_path(self._segments, seq))
+            raise CorruptSegmentError(where, None, None, "checkpoint missing") from None
 
     # ----------------------------------------------------------------------------- retention
 

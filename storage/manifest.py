@@ -2,7 +2,9 @@
 
 JSON (msgspec) replaced atomically: write `MANIFEST.tmp`, fsync, rename, fsync the directory.
 Readers trust it and never list the directory, so a seal, a retention step or a compaction swap
-commits in one rename (as Delta and Iceberg commit), and the layout works on object storage.
+commits in one rename (as Delta and Iceberg commit), and the layout works on object storage:
+there the commit is one conditional put on the ETag this writer read or wrote last, so a second
+writer loses the race (`ManifestConflictError`) instead of overwriting.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import msgspec
 import pyarrow as pa
 
 from storage import names
-from storage.errors import CorruptManifestError
-from storage.fs import FileSystem, sync_dir, write_file_atomically
+from storage.errors import CorruptManifestError, ManifestConflictError, VersionConflictError
+from storage.fs import FileSystem
 
 FORMAT_VERSION = 1
 
@@ -84,8 +86,7 @@ def manifest_path(log_directory: Path) -> Path:
 
 def load(fs: FileSystem, log_directory: Path) -> Manifest | None:
     """The committed manifest, or None if the log was never created."""
-    data = read_bytes(fs, log_directory)
-    return None if data is None else parse(data, manifest_path(log_directory))
+    return load_tagged(fs, log_directory)[0]
 
 
 def read_bytes(fs: FileSystem, log_directory: Path) -> bytes | None:
@@ -95,6 +96,16 @@ def read_bytes(fs: FileSystem, log_directory: Path) -> bytes | None:
         return fs.read_bytes(manifest_path(log_directory))
     except FileNotFoundError:
         return None
+
+
+def load_tagged(fs: FileSystem, log_directory: Path) -> tuple[Manifest | None, str | None]:
+    """The committed manifest (None if the log was never created) and its version tag."""
+    path = manifest_path(log_directory)
+    try:
+        data, tag = fs.read_versioned(path)
+    except FileNotFoundError:
+        return None, None
+    return parse(data, path), tag
 
 
 def parse(data: bytes, path: Path) -> Manifest:
@@ -157,15 +168,38 @@ def validate(manifest: Manifest, path: Path) -> None:
 
 
 def commit(fs: FileSystem, log_directory: Path, manifest: Manifest) -> Manifest:
-    """Make `manifest` the committed one (the caller bumps `revision`); returns it.
+    """Make `manifest` the committed one (the caller bumps `revision`); returns it."""
+    return commit_tagged(fs, log_directory, manifest, None)[0]
 
-    Write tmp, fsync, rename over MANIFEST, fsync the directory. A crash leaves the old or the
-    new manifest, never a mix.
+
+def commit_tagged(
+    fs: FileSystem, log_directory: Path, manifest: Manifest, expected: str | None
+) -> tuple[Manifest, str | None]:
+    """Make `manifest` the committed one if the stored one is still version `expected` (None:
+    none stored yet); returns it and its new version tag.
+
+    Locally: write tmp, fsync, rename over MANIFEST, fsync the directory (the writer lock keeps
+    other writers out). On an object store: one conditional put. A crash leaves the old or the
+    new manifest, never a mix; a lost race raises `ManifestConflictError` naming the location,
+    the revision held and the one found, having written nothing.
     """
     path = manifest_path(log_directory)
     validate(manifest, path)
     manifest = msgspec.structs.replace(manifest, checksum=checksum_of(manifest))
     data = msgspec.json.format(msgspec.json.encode(manifest), indent=1)
-    write_file_atomically(fs, path, data)
-    sync_dir(fs, log_directory)
-    return manifest
+    try:
+        tag = fs.replace_versioned(path, data, expected)
+    except VersionConflictError as exc:
+        raise conflict(fs, log_directory, manifest.revision - 1) from exc
+    return manifest, tag
+
+
+def conflict(fs: FileSystem, log_directory: Path, held: int) -> ManifestConflictError:
+    """The error of a writer holding revision `held` that lost the race to another writer,
+    naming the revision stored now."""
+    try:
+        found = load(fs, log_directory)
+    except (OSError, CorruptManifestError):
+        found = None
+    return ManifestConflictError(fs.describe(manifest_path(log_directory)), held,
+                                 found.revision if found is not None else None)

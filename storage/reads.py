@@ -60,9 +60,13 @@ class RangeReader:
     def checked_paths(self) -> list[Path]:
         """Paths of the sealed segments in seq order, each checked against its crc32c."""
         segments = self._segments
+        paths = []
         for entry in segments.manifest.segments:
-            self._check_file(entry)
-        return [segments.log_dir / e.file for e in segments.manifest.segments]
+            # the file those readers will open: on an object store its local copy
+            path = segments.readable_info(entry).path
+            self._check_file(entry, path)
+            paths.append(path)
+        return paths
 
     def read(self, bounds: SeqTsRange, wanted: list[str], where: Where | None = None,
              newest: int | None = None) -> tuple[pa.Table, ReadStats]:
@@ -215,21 +219,24 @@ class RangeReader:
             self._indexes.put_time_index(key, found)
         return found
 
-    def _check_file(self, entry: SegmentEntry) -> None:
-        """The whole file's crc32c equals the manifest's (once per file and process)."""
+    def _check_file(self, entry: SegmentEntry, path: Path | None = None) -> None:
+        """The whole file's crc32c equals the manifest's (once per file and process); `path`
+        if given is where it is read from (a local copy of an object)."""
         if entry.crc32c is None:
             return  # swapped in by a version that did not record checksums
         key = (entry.file, entry.bytes, entry.crc32c)
         if key in self._verified_files:
             return
-        path = self._segments.log_dir / entry.file
+        listed = self._segments.log_dir / entry.file
+        where = self._segments.where(listed)
+        path = path if path is not None else listed
         try:
             source = self._segments.fs.open_input(path)
         except FileNotFoundError:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       "listed in the manifest but missing") from None
         except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       f"cannot open: {exc}") from exc
         size, crc = 0, 0
         try:
@@ -240,16 +247,16 @@ class RangeReader:
                 size += len(chunk)
                 crc = crc32c.crc32c(chunk, crc)
         except OSError as exc:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       f"cannot read: {exc}") from exc
         finally:
             source.close()
         if size != entry.bytes:
-            raise CorruptSegmentError(path, entry.base_seq, entry.end_seq,
+            raise CorruptSegmentError(where, entry.base_seq, entry.end_seq,
                                       f"file holds {size} bytes, the manifest says {entry.bytes}")
         if crc != entry.crc32c:
             raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq,
+                where, entry.base_seq, entry.end_seq,
                 f"crc32c {crc} differs from the manifest's {entry.crc32c}: the file changed after "
                 "it was written (run `offset-ledger verify` for the whole log)")
         self._verified_files.add(key)

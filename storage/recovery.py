@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 
@@ -58,7 +59,7 @@ def recover(
     fs = segments.fs
     fs.makedirs(segments.log_dir)
     fs.makedirs(segments.checkpoint_dir)
-    current = manifest_io.load(fs, segments.log_dir)
+    current, segments.manifest_tag = manifest_io.load_tagged(fs, segments.log_dir)
     if current is None:
         current = _create(segments)
     _check_stored_schema(segments, current)
@@ -123,7 +124,8 @@ def _create(segments: LogSegments) -> Manifest:
             "start a new log over them",
         )
     first = Manifest(revision=1, schema=manifest_io.encode_schema(segments.schema))
-    return manifest_io.commit(segments.fs, log_dir, first)
+    created, segments.manifest_tag = manifest_io.commit_tagged(segments.fs, log_dir, first, None)
+    return created
 
 
 def _check_stored_schema(segments: LogSegments, current: Manifest) -> None:
@@ -145,16 +147,30 @@ def _delete_unlisted(segments: LogSegments) -> list[str]:
     live_log.add(names.MANIFEST_FILE)
     live_checkpoints = {c.file for c in current.checkpoints}
     deleted: list[str] = []
+    unlisted: list[Path] = []
     for directory, live, ours in (
         (segments.log_dir, live_log, names.is_log_file),
         (segments.checkpoint_dir, live_checkpoints, names.is_checkpoint_file),
     ):
-        for name in sorted(fs.listdir(directory)):
-            if ours(name) and name not in live and remove_quietly(fs, directory / name):
-                deleted.append(f"{directory.name}/{name}")
+        unlisted += [directory / n for n in sorted(fs.listdir(directory))
+                     if ours(n) and n not in live]
+    if unlisted and segments.manifest_tag is not None:
+        _claim(segments)
+    for path in unlisted:
+        if remove_quietly(fs, path):
+            deleted.append(f"{path.parent.name}/{path.name}")
     if deleted:
         log.info("deleted files not in the manifest: %s", deleted)
     return deleted
+
+
+def _claim(segments: LogSegments) -> None:
+    """On an object store no lock keeps out a writer elsewhere, and an object it uploaded but
+    has not listed yet looks like a crash's leftover here. Commit the manifest unchanged (the
+    next revision, conditional on the one read) before deleting any: once that put succeeds, an
+    upload the manifest did not list can never be listed (its writer's put loses), and if it
+    fails this open loses the race instead, deleting nothing."""
+    segments.commit()
 
 
 def _check_live_files(segments: LogSegments) -> None:
@@ -166,18 +182,19 @@ def _check_live_files(segments: LogSegments) -> None:
             size = fs.size(path)
         except FileNotFoundError:
             raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq, "listed in the manifest but missing"
+                segments.where(path), entry.base_seq, entry.end_seq,
+                "listed in the manifest but missing",
             ) from None
         if size != entry.bytes:
             raise CorruptSegmentError(
-                path, entry.base_seq, entry.end_seq,
+                segments.where(path), entry.base_seq, entry.end_seq,
                 f"file holds {size} bytes, the manifest says {entry.bytes}",
             )
     for checkpoint in segments.manifest.checkpoints:
         path = segments.checkpoint_dir / checkpoint.file
         if not fs.exists(path):
             raise CorruptSegmentError(
-                path, None, None, f"checkpoint at seq {checkpoint.seq} is missing"
+                segments.where(path), None, None, f"checkpoint at seq {checkpoint.seq} is missing"
             )
 
 

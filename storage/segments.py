@@ -16,6 +16,7 @@ import pyarrow as pa
 from storage import manifest as manifest_io
 from storage import names
 from storage.active import ActiveSegment
+from storage.errors import CorruptSegmentError, ManifestConflictError
 from storage.fs import FileSystem
 from storage.manifest import Manifest, SegmentEntry
 from storage.schema import SEQ_COLUMN, TS_COLUMN
@@ -47,6 +48,9 @@ class LogSegments:
         self.manifest = Manifest()
         # A reader's snapshot: the manifest file's bytes (an unchanged file is not parsed again).
         self.manifest_bytes: bytes | None = None
+        # Version tag of the stored manifest this process read or wrote last (an object store's
+        # ETag): the next commit is conditional on it.
+        self.manifest_tag: str | None = None
         self.active = self.new_active(0)
         # The clock when the active segment was last fsynced (or started): durability "batch"
         # counts its interval from here.
@@ -63,7 +67,9 @@ class LogSegments:
         proposed = msgspec.structs.replace(
             self.manifest, revision=self.manifest.revision + 1, **changes
         )
-        self.manifest = manifest_io.commit(self.fs, self.log_dir, proposed)
+        self.manifest, self.manifest_tag = manifest_io.commit_tagged(
+            self.fs, self.log_dir, proposed, self.manifest_tag
+        )
 
     def info(self, entry: SegmentEntry) -> SegmentInfo:
         """What callers see of a manifest entry: its facts and its path."""
@@ -72,3 +78,22 @@ class LogSegments:
             ts_max=entry.ts_max, events=entry.events, bytes=entry.bytes,
             path=self.log_dir / entry.file,
         )
+
+    def readable_info(self, entry: SegmentEntry) -> SegmentInfo:
+        """`info` with a path that readers opening files themselves (DuckDB, Spark) can open:
+        on an object store, a local copy of the object (downloaded once)."""
+        info = self.info(entry)
+        try:
+            local = self.fs.local_copy(info.path, entry.crc32c)
+        except FileNotFoundError:
+            raise CorruptSegmentError(self.where(info.path), entry.base_seq, entry.end_seq,
+                                      "listed in the manifest but missing") from None
+        return msgspec.structs.replace(info, path=local)
+
+    def lost_race(self) -> ManifestConflictError:
+        """The error of a change that found another writer's object or manifest in its way."""
+        return manifest_io.conflict(self.fs, self.log_dir, self.manifest.revision)
+
+    def where(self, path: Path) -> str:
+        """Where a file of this log really is, for messages (an object's URL on a bucket)."""
+        return self.fs.describe(path)

@@ -101,13 +101,13 @@ def verify_log(
     try:
         manifest = manifest_io.load(fs, log_dir)
     except StorageError as exc:
-        report.problems.append(Problem(_rel(root, manifest_file), str(exc)))
+        report.problems.append(Problem(_name(fs, root, manifest_file), str(exc)))
         return report
     except OSError as exc:
-        report.problems.append(Problem(_rel(root, manifest_file), f"unreadable: {exc}"))
+        report.problems.append(Problem(_name(fs, root, manifest_file), f"unreadable: {exc}"))
         return report
     if manifest is None:
-        report.problems.append(Problem(_rel(root, manifest_file), "missing: no log here"))
+        report.problems.append(Problem(_name(fs, root, manifest_file), "missing: no log here"))
         return report
     report.manifest = manifest
     report.start_seq = manifest.log_start_seq
@@ -137,6 +137,12 @@ def verify_log(
     return report
 
 
+def _name(fs: FileSystem, root: Path, path: Path) -> str:
+    """A file's name in a problem: relative to the root, or the object's URL in a bucket."""
+    where = fs.describe(path)
+    return _rel(root, path) if where == str(path) else where
+
+
 def _rel(root: Path, path: Path) -> str:
     try:
         return str(path.relative_to(root))
@@ -149,7 +155,7 @@ def _verify_whole_file(
     seq_min: int | None, seq_end: int | None, report: LogVerifyReport,
 ) -> pa.Table | None:
     """Size and crc32c as listed, then every page with its checksum; the table, or None."""
-    name = _rel(root, path)
+    name = _name(fs, root, path)
     try:
         data = fs.read_bytes(path)
     except FileNotFoundError:

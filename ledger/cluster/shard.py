@@ -117,7 +117,10 @@ class LocalShard:
         return self._ledger
 
     def writer(self, *, create: bool = False, **settings: Any) -> Ledger:
-        """The root's writer (the lock); a cluster's shard is created only by `init`."""
+        """The root's writer (the lock); a cluster's shard is created only by `init`, with
+        its sealed segments where the cluster file's `segments` says (kept in its settings)."""
+        if create and self.spec.segments is not None and not self._exists():
+            settings = {**settings, "segments": settings.get("segments") or self.spec.segments}
         if self._ledger is not None and not self._ledger.readonly and not settings:
             return self._ledger
         if not create and not self._exists():

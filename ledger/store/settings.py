@@ -8,6 +8,7 @@ import msgspec
 
 from ledger.errors import InvalidInput
 from ledger.limits import CLOCK_SKEW_MS_DEFAULT, OFFSETS_RETENTION_MS_DEFAULT
+from storage import ObjectLocation, SettingsError
 
 SETTINGS_FILE = "settings.json"
 DURABILITIES = ("always", "batch", "none")
@@ -37,8 +38,17 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     # None while no such writer opened the directory. Reads derive prev_offset for the events
     # before it only, from the events before it only (old segments keep working unchanged).
     prev_offset_stored_from_seq: int | None = None
+    # Sealed segments, checkpoints and the MANIFEST in an S3 bucket (`s3://bucket/prefix`); the
+    # WAL and the view stay here. The endpoint: this, else $AWS_ENDPOINT_URL (else AWS).
+    segments: str | None = None
+    segments_endpoint: str | None = None
 
     def __post_init__(self) -> None:
+        if self.segments is not None:
+            try:
+                ObjectLocation.parse(self.segments)
+            except SettingsError as e:
+                raise InvalidInput(f"invalid segments {self.segments!r}: {e}") from None
         if self.durability not in DURABILITIES:
             raise InvalidInput(
                 f"invalid durability {self.durability!r}: use one of {', '.join(DURABILITIES)}")

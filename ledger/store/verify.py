@@ -19,6 +19,8 @@ import pyarrow as pa
 from ledger.errors import LedgerError
 from ledger.fold.events import EVENT_SCHEMA
 from ledger.fold.state import State
+from ledger.store import settings as settings_mod
+from ledger.store import tier
 from ledger.store.checkpoint import state_to_table, table_to_state
 from ledger.store.writer import VIEW_FILE, view_witness
 from storage import SegmentedLog, StorageError
@@ -62,6 +64,7 @@ class VerifyReport(msgspec.Struct):
 def verify_ledger(root: str | Path, *, fs: FileSystem | None = None) -> VerifyReport:
     """Check the ledger at `root`; never raises for bad data (it becomes a problem)."""
     root = Path(root)
+    fs = tier.filesystem(root, settings_mod.load(root), fs)
     try:
         witness = view_witness(root)
     except LedgerError:  # a writer holds the view: only frames and checkpoints can prove then

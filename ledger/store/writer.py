@@ -28,6 +28,7 @@ from ledger.errors import HistoryUnavailable, InvalidInput, LedgerError, LedgerU
 from ledger.fold.events import EVENT_SCHEMA, EventBuffer
 from ledger.fold.state import State
 from ledger.store import settings as settings_mod
+from ledger.store import tier
 from ledger.store.checkpoint import state_to_table, table_to_state
 from ledger.store.settings import LedgerSettings
 from ledger.store.view import View, stored_position
@@ -99,8 +100,10 @@ class Writer:
         """Open (creating if needed) a data directory as its single writer; `backfill`: its
         commands may carry times ahead of the clock (see `ts_limit_ms`)."""
         cfg = settings_mod.merged(root, settings)
+        tier.check_unmoved(root, settings_mod.load(root), cfg)
         log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
-                                fs=fs, witness=lambda: view_witness(root), read_index=read_index)
+                                fs=tier.filesystem(root, cfg, fs),
+                                witness=lambda: view_witness(root), read_index=read_index)
         try:
             changed = bool(settings) and any(v is not None for v in settings.values())
             if cfg.prev_offset_stored_from_seq is None:
@@ -129,8 +132,9 @@ class Writer:
         """A consistent read-only snapshot with an in-memory view (the file is the writer's)."""
         if not (root / "log").exists():
             raise InvalidInput(f"no ledger at {root}: nothing written yet")
-        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False, fs=fs,
-                                read_index=read_index)
+        cfg = settings_mod.load(root)
+        log = SegmentedLog.open(root, EVENT_SCHEMA, None, clock=clock, writer=False,
+                                fs=tier.filesystem(root, cfg, fs), read_index=read_index)
         try:
             state = load_state(log)
             view = View.open(None)
@@ -138,7 +142,7 @@ class Writer:
         except BaseException:
             log.close()
             raise
-        return cls(root, log, state, view, settings_mod.load(root), clock, readonly=True)
+        return cls(root, log, state, view, cfg, clock, readonly=True)
 
     def catch_up(self) -> int:
         """A reader follows the log: take the manifest and tail as they are now and fold the
