@@ -51,6 +51,7 @@ from ledger.executor.columnar import ARROW, JSON
 from ledger.executor.handlers import reset_result
 from ledger.executor.handlers import run as run_one
 from ledger.executor.importing import submit_import
+from ledger.executor.resident import Resident
 from ledger.fold.events import EventBuffer
 from ledger.fold.state import Key, PlanItem, State, snapshot_rows
 from ledger.importers.result import ImportResult
@@ -273,12 +274,15 @@ class Ledger:
         self.writer.check_writable()
         encode = msgspec.json.Encoder().encode
         line = 1
+        # keys folded column-wise stay columns from block to block (their Positions are
+        # written back before each block's results are yielded)
+        resident = Resident(self.writer.state)
         for block, n_lines in line_blocks(stream, self.settings.apply_batch_commands):
             if on_bytes is not None:
                 on_bytes(len(block))
             bulk = bulk_table(block, n_lines) if n_lines >= COLUMN_MIN else None
             if bulk is not None:
-                yield self._apply_bulk(block, bulk, line)
+                yield self._apply_bulk(block, bulk, line, resident)
             else:
                 decoded = decode_lines(split_lines(block), line)
                 done = execute(self.writer, decoded, first_line=line)
@@ -286,8 +290,8 @@ class Ledger:
                        sum(r.error is not None for r in done.results))
             line += n_lines
 
-    def _apply_bulk(self, block: bytes, bulk: tuple[pa.Table, Any], first_line: int
-                    ) -> tuple[bytes, int, int]:
+    def _apply_bulk(self, block: bytes, bulk: tuple[pa.Table, Any], first_line: int,
+                    resident: Resident) -> tuple[bytes, int, int]:
         """A batch the bulk reader turned into a table: folded as one; its results' JSON."""
         table, odd = bulk
         overrides: dict[int, Command | LedgerError] = {}
@@ -299,7 +303,8 @@ class Ledger:
             table = table.set_column(table.column_names.index("op"), "op",
                                      pc.if_else(pa.array(~odd), ops, pa.scalar(None, ops.type)))
         parts = list(execute_table(self.writer, table, batch_commands=table.num_rows,
-                                   form=JSON, first_line=first_line, overrides=overrides))
+                                   form=JSON, first_line=first_line, overrides=overrides,
+                                   resident=resident))
         text = pa.concat_arrays([lines for lines, _ in parts])
         return joined_lines(text), len(text), sum(errors for _, errors in parts)
 

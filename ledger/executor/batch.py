@@ -21,6 +21,7 @@ from ledger.commands.command import BY_OP, Command, Commit, QueueAppend, Reset
 from ledger.commands.results import Result
 from ledger.errors import LedgerError
 from ledger.executor.columnar import TYPED, Job, apply_table
+from ledger.executor.resident import Resident
 from ledger.executor.run_results import set_seqs
 from ledger.fold.events import EventBuffer
 from ledger.store.writer import Writer
@@ -73,13 +74,14 @@ def execute(writer: Writer, commands: Sequence[Command | LedgerError], *,
 def execute_table(writer: Writer, table: pa.Table, *, batch_commands: int, form: str = TYPED,
                   actor: str | None = None, first_line: int = 1,
                   overrides: dict[int, Command | LedgerError] | None = None,
-                  backfill: bool = False) -> Iterator[Any]:
+                  backfill: bool = False, resident: Resident | None = None) -> Iterator[Any]:
     """A command table (one column per field, null = absent) folded a batch at a time; yields
     each batch's results once durable, in `form` (columnar.TYPED, ARROW or JSON). `overrides`:
-    lines decoded apart from the table, by line number; `backfill` as for `execute`."""
+    lines decoded apart from the table, by line number; `backfill` as for `execute`;
+    `resident`: shared by the tables of one call (columnar.apply_table)."""
     writer.check_writable()
     job = Job(writer, None, first_line, actor, overrides=overrides or {}, backfill=backfill)
-    parts = apply_table(job, table, batch_commands, form=form)
+    parts = apply_table(job, table, batch_commands, form=form, resident=resident)
     while True:
         try:
             part = next(parts)

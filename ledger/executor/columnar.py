@@ -831,25 +831,37 @@ class _Pacer:
 
 
 def apply_table(job: Job, table: pa.Table | pa.RecordBatch, batch_commands: int,
-                form: str = TYPED) -> Iterator[Any]:
+                form: str = TYPED, resident: Resident | None = None) -> Iterator[Any]:
     """Apply a command table a batch at a time; yield the results of each appended batch, one
     per line, once its events are durable, in `form`: a list of typed results (TYPED), a
-    RESULT_SCHEMA table (ARROW) or a string array of their JSON lines (JSON)."""
+    RESULT_SCHEMA table (ARROW) or a string array of their JSON lines (JSON). A `resident`
+    given by the caller is shared by the call's tables (one per NDJSON block): its keys stay
+    resident from one to the next, their Positions written back in between."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     table = _unified(table)
+    shared = resident is not None
+    if resident is None:
+        resident = Resident(job.writer.state)
+    else:
+        resident.resume(job.writer.state)
+        table = resident.encode(table)
     pacer = _Pacer(batch_commands)
-    resident = Resident(job.writer.state)
+    done = False
     try:
         for start in range(0, table.num_rows, batch_commands):
             with _collector_paused():
                 parts = list(_apply_batch(job, table.slice(start, batch_commands),
                                           job.first_line + start, pacer, form, resident))
-                if form == TYPED:
+                if form == TYPED or shared:
                     resident.write_back()  # the caller may read the state between batches
             yield from parts
+        done = True
     finally:
-        resident.clear()
+        if shared and done:
+            resident.hold()
+        else:
+            resident.clear()
 
 
 def _unified(table: pa.Table) -> pa.Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ledger.fold.state import Position, State
 from ledger.limits import QUEUE_ID_MAX
@@ -23,15 +24,25 @@ class Resident:
 
     COLUMNS = ("committed", "pulled", "generation", "last_client", "last_pull_ts", "last_active")
 
+    #: The name columns whose codes make the ids and the client codes.
+    NAMED = ("group", "topic", "client")
+
     def __init__(self, state: State) -> None:
         self.state = state
         self.dictionaries: tuple[list[Any], list[Any], list[Any]] | None = None
+        # codes over every table of a call that passes its tables through `encode` (many
+        # NDJSON blocks): a key stays resident from one table to the next
+        self._codes: dict[str, dict[Any, int]] = {name: {} for name in self.NAMED}
+        self._held: tuple[int, int] | None = None  # (state, events applied) at `hold`
         self._empty()
 
     def _empty(self) -> None:
         self.ids = np.zeros(0, np.int64)
         self.columns = {name: np.zeros(0, np.int64) for name in self.COLUMNS}
         self.dirty = np.zeros(0, bool)
+        # per resident (in id order): its slot in `positions` and `names`, which only grow
+        # (a run's new keys are appended, not merged into order: no Python pass per run)
+        self.slot = np.zeros(0, np.int64)
         self.positions: list[Position] = []
         self.names: list[tuple[str, str, int]] = []
         self.pulled_by: list[tuple[np.ndarray, np.ndarray]] = []  # (key ids, client codes)
@@ -40,10 +51,68 @@ class Resident:
         return len(self.ids)
 
     def use(self, groups: list[Any], topics: list[Any], clients: list[Any]) -> None:
-        """The run's dictionaries; ids and client codes kept under others are written back."""
-        if self.dictionaries is not None and self.dictionaries != (groups, topics, clients):
-            self.clear()
-        self.dictionaries = (groups, topics, clients)
+        """The run's dictionaries; ids and client codes kept under others are written back.
+        Dictionaries that only grew (`encode`) keep every code: ids are renumbered to the new
+        number of topics, in the same order."""
+        new = (groups, topics, clients)
+        old = self.dictionaries
+        if old is not None and old != new:
+            if all(len(b) >= len(a) and b[:len(a)] == a for a, b in zip(old, new, strict=True)):
+                self._renumber(max(len(old[1]), 1), max(len(topics), 1))
+            else:
+                self.clear()
+        self.dictionaries = new
+
+    def _renumber(self, before: int, after: int) -> None:
+        """Ids made with `before` topics as made with `after` (>= before): (group, topic,
+        queue) order is unchanged, so the ids stay sorted."""
+        if before == after:
+            return
+        span = QUEUE_ID_MAX + 1
+
+        def renumbered(ids: np.ndarray) -> np.ndarray:
+            pair = ids // span
+            return ((pair // before) * after + pair % before) * span + ids % span
+
+        self.ids = renumbered(self.ids)
+        self.pulled_by = [(renumbered(k), c) for k, c in self.pulled_by]
+
+    def encode(self, table: pa.Table) -> pa.Table:
+        """The table's name columns (dictionary-encoded, one chunk: `_unified`) recoded over
+        the codes of every table encoded before, so that one call's tables share ids."""
+        for name in self.NAMED:
+            if name not in table.column_names:
+                continue
+            col = table.column(name)
+            if not pa.types.is_dictionary(col.type) or col.num_chunks != 1:
+                continue
+            arr = col.chunk(0)
+            codes = self._codes[name]
+            mapping = []
+            for v in arr.dictionary.to_pylist():
+                code = codes.get(v)
+                if code is None:
+                    code = codes[v] = len(codes)
+                mapping.append(code)
+            indices = pa.array(mapping, pa.int32()).take(arr.indices)
+            recoded = pa.DictionaryArray.from_arrays(
+                indices, pa.array(list(codes), arr.dictionary.type))
+            table = table.set_column(table.column_names.index(name), name, recoded)
+        return table
+
+    def hold(self) -> None:
+        """Between tables of one call: every Position written back (the caller may read
+        them), the residents kept for the next table."""
+        self.write_back()
+        self._held = (id(self.state), self.state.events_applied)
+
+    def resume(self, state: State) -> None:
+        """Before the next table: residents are dropped if anything else folded since
+        `hold` (their columns may no longer be the Positions)."""
+        if self._held != (id(state), state.events_applied):
+            self.state = state
+            self._empty()
+        self._held = None
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Index of each id among the residents, -1 when not resident."""
@@ -60,8 +129,9 @@ class Resident:
         clients = self.dictionaries[2] if self.dictionaries is not None else []
         c = self.columns
         positions = self.positions
+        slots = self.slot[dirty].tolist()
         for i, committed, pulled, last_client, last_pull, last_active in zip(
-                dirty.tolist(), c["committed"][dirty].tolist(), c["pulled"][dirty].tolist(),
+                slots, c["committed"][dirty].tolist(), c["pulled"][dirty].tolist(),
                 c["last_client"][dirty].tolist(), c["last_pull_ts"][dirty].tolist(),
                 c["last_active"][dirty].tolist(), strict=True):
             pos = positions[i]
@@ -71,7 +141,8 @@ class Resident:
             pos.last_active_ts = pos.last_update_ts = last_active
             if last_client >= 0:
                 pos.last_client = clients[last_client]
-        self.state.dirty_keys.update([self.names[i] for i in dirty.tolist()])
+        names = self.names
+        self.state.dirty_keys.update([names[i] for i in slots])
         self.dirty[dirty] = False
         # every client that pulled a key holds the key's generation
         if self.pulled_by:
@@ -79,7 +150,7 @@ class Resident:
             codes = np.concatenate([c for _, c in self.pulled_by])
             keep = np.ones(len(ids), bool) if index is None else np.isin(ids, self.ids[index])
             span = len(clients) + 1
-            pairs = np.unique(self.lookup(ids[keep]) * span + codes[keep])
+            pairs = np.unique(self.slot[self.lookup(ids[keep])] * span + codes[keep])
             for i, code in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
                 pos = positions[i]
                 pos.client_generations[clients[code]] = pos.generation
@@ -112,12 +183,10 @@ class Resident:
         self._empty()
 
     def _select(self, keep: np.ndarray) -> None:
-        at = np.nonzero(keep)[0].tolist()
         self.ids = self.ids[keep]
         self.columns = {name: col[keep] for name, col in self.columns.items()}
         self.dirty = self.dirty[keep]
-        self.positions = [self.positions[i] for i in at]
-        self.names = [self.names[i] for i in at]
+        self.slot = self.slot[keep]  # the slots of those dropped are no longer referenced
 
     def store(self, ids: np.ndarray, values: dict[str, np.ndarray], dirty: np.ndarray,
               new_positions: list[Position], new_names: list[tuple[str, str, int]],
@@ -137,8 +206,8 @@ class Resident:
         self.columns = {name: np.concatenate((col, values[name][new]))[order]
                         for name, col in self.columns.items()}
         self.dirty = np.concatenate((self.dirty, dirty[new]))[order]
-        positions = self.positions + new_positions
-        names = self.names + new_names
-        at = order.tolist()
-        self.positions = [positions[i] for i in at]
-        self.names = [names[i] for i in at]
+        first = len(self.positions)
+        self.slot = np.concatenate(
+            (self.slot, np.arange(first, first + len(new_positions), dtype=np.int64)))[order]
+        self.positions.extend(new_positions)
+        self.names.extend(new_names)

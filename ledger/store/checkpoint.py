@@ -9,14 +9,14 @@ read the kinds they know by name.
 from __future__ import annotations
 
 from array import array
-from operator import attrgetter, itemgetter
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.fold.state import STORE_TS_UNKNOWN, GroupSettings, Position, QueueState, State
+from ledger.fold.state import STORE_TS_UNKNOWN, GroupSettings, Key, Position, QueueState, State
+from ledger.store.positions import generations_json, key_columns, position_columns
 
 CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     [
@@ -41,11 +41,11 @@ CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     ]
 )
 _NAMES = CHECKPOINT_SCHEMA.names
-_encode = msgspec.json.Encoder().encode
 
 
 def state_to_table(state: State) -> pa.Table:
-    """Column-wise: a checkpoint of 16,000 keys is written on every seal, so no per-row dicts."""
+    """Column-wise: a checkpoint of 160,000 keys is written on every seal, so its positions go
+    to Arrow a field at a time (ledger/store/positions.py), never a row at a time."""
     cols: dict[str, list] = {n: [] for n in _NAMES}
 
     def add(n: int, **values: list | tuple) -> None:
@@ -62,27 +62,31 @@ def state_to_table(state: State) -> pa.Table:
     groups = list(state.groups.items())
     add(len(groups), row=("group",) * len(groups), consumer_group=[g for g, _ in groups],
         detail=[s.to_json() for _, s in groups])
-    fields = ("committed", "pulled", "generation", "pending", "expired", "last_client",
-              "last_pull_ts", "last_active_ts", "last_update_ts")
-    for row, keys, clients, positions in (
-        ("position", list(state.positions), None, list(state.positions.values())),
-        ("client", [k for k, cs in state.clients.items() for _ in cs],
-         [c for cs in state.clients.values() for c in cs],
-         [p for cs in state.clients.values() for p in cs.values()]),
-    ):
-        n = len(keys)
-        if n == 0:
-            continue
-        # per-field passes: transposing with zip(*rows) costs more than the rows themselves
-        add(n, row=(row,) * n, consumer_group=list(map(itemgetter(0), keys)),
-            topic=list(map(itemgetter(1), keys)), queue_id=list(map(itemgetter(2), keys)),
-            client_id=clients,
-            **{f: list(map(attrgetter(f), positions)) for f in fields},
-            detail=[_encode(g) if g else None
-                    for g in map(attrgetter("client_generations"), positions)])
-    add(1, row=("meta",), last_update_ts=(state.last_ts,), max_offset=(state.events_applied,))
-    return pa.concat_tables([pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA),
-                             _append_rows(state)])
+    meta = {n: [None] for n in _NAMES}
+    meta.update(row=["meta"], last_update_ts=[state.last_ts], max_offset=[state.events_applied])
+    parts = [pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA),
+             _position_rows("position", list(state.positions), None,
+                            list(state.positions.values()))]
+    if state.clients:
+        parts.append(_position_rows(
+            "client", [k for k, cs in state.clients.items() for _ in cs],
+            [c for cs in state.clients.values() for c in cs],
+            [p for cs in state.clients.values() for p in cs.values()]))
+    parts += [pa.Table.from_pydict(meta, schema=CHECKPOINT_SCHEMA), _append_rows(state)]
+    return pa.concat_tables(parts)
+
+
+def _position_rows(row: str, keys: list[Key], clients: list[str] | None,
+                   positions: list[Position]) -> pa.Table:
+    """The `position` (or broadcast `client`) rows, a column at a time."""
+    n = len(keys)
+    columns = {"row": pa.repeat(pa.scalar(row, pa.string()), n), **key_columns(keys),
+               **position_columns(positions), "detail": generations_json(positions)}
+    if clients is not None:
+        columns["client_id"] = pa.array(clients, pa.string())
+    return pa.Table.from_arrays(
+        [columns[f.name] if f.name in columns else pa.nulls(n, f.type)
+         for f in CHECKPOINT_SCHEMA], schema=CHECKPOINT_SCHEMA)
 
 
 def _int64s(values: array) -> pa.Array:

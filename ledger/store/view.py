@@ -9,7 +9,7 @@ the decoded active tail, so SQL sees every event.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ import pyarrow as pa
 
 from ledger.errors import LedgerError
 from ledger.fold.events import EVENT_SCHEMA
-from ledger.fold.state import Key, QueueKey, State
+from ledger.fold.state import Key, Position, QueueKey, State
 from ledger.store.checkpoint import store_times
+from ledger.store.positions import has_offset, key_columns, position_columns
 
 DDL = """
 CREATE TABLE IF NOT EXISTS offsets (
@@ -218,10 +219,51 @@ def _duck_type(t: pa.DataType) -> str:
 
 
 def _columns(rows: list[tuple], schema: pa.Schema) -> pa.Table:
-    """Rows to an Arrow table column by column (no per-row dicts)."""
+    """A few rows (queues, groups) to an Arrow table column by column."""
+    if not rows:
+        return schema.empty_table()
     cols = list(zip(*rows, strict=True))
     return pa.Table.from_arrays(
         [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+
+def _key_schema(schema: pa.Schema, n: int) -> pa.Schema:
+    return pa.schema(list(schema)[:n])
+
+
+_VIEW_FIELDS = {"committed": "committed_offset", "pulled": "pulled_offset"}
+
+
+def _position_table(keys: list[Key], positions: list[Position], schema: pa.Schema,
+                    clients: list[str] | None = None) -> pa.Table:
+    """Rows of `offsets` (or `client_offsets`) a column at a time, only those the view shows
+    (an offset committed or pulled, or a reset pending)."""
+    if not keys:
+        return schema.empty_table()
+    fields = [f.name for f in schema][3 + (clients is not None):]
+    values = position_columns(positions, [
+        next((k for k, v in _VIEW_FIELDS.items() if v == f), f) for f in fields])
+    columns = {**key_columns(keys), **{_VIEW_FIELDS.get(k, k): v for k, v in values.items()}}
+    if clients is not None:
+        columns["client_id"] = pa.array(clients, pa.string())
+    table = pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
+    return table.filter(has_offset(values))
+
+
+def _offsets_table(state: State, keys: list[Key]) -> pa.Table:
+    """The `offsets` rows of `keys` (a key without a Position has none)."""
+    positions = list(map(state.positions.get, keys))
+    if None in positions:
+        at = [i for i, p in enumerate(positions) if p is not None]
+        keys, positions = [keys[i] for i in at], [positions[i] for i in at]
+    return _position_table(keys, positions, _OFFSETS_SCHEMA)  # type: ignore[arg-type]
+
+
+def _clients_table(state: State, keys: Iterable[Key]) -> pa.Table:
+    """The `client_offsets` rows of `keys` (broadcast groups' clients)."""
+    rows = [(key, client, p) for key in keys for client, p in state.clients.get(key, {}).items()]
+    return _position_table([r[0] for r in rows], [r[2] for r in rows], _CLIENTS_SCHEMA,
+                           [r[1] for r in rows])
 
 
 class View:
@@ -282,19 +324,11 @@ class View:
         self, state: State, keys: set[Key] | None, queues: set[QueueKey] | None,
         groups: set[str] | None, next_seq: int,
     ) -> None:
-        off_rows, cli_rows = [], []
-        key_iter = state.positions.keys() if keys is None else keys
-        for key in key_iter:
-            p = state.positions.get(key)
-            if p is not None and (p.committed is not None or p.pulled is not None or p.pending):
-                off_rows.append((*key, p.committed, p.pulled, p.generation, p.pending,
-                                 p.last_client, p.last_active_ts, p.last_update_ts))
-        client_keys = state.clients.keys() if keys is None else keys
-        for key in client_keys:
-            for client, p in state.clients.get(key, {}).items():
-                if p.committed is not None or p.pulled is not None or p.pending:
-                    cli_rows.append((*key, client, p.committed, p.pulled, p.generation,
-                                     p.pending, p.last_active_ts, p.last_update_ts))
+        key_list = list(state.positions if keys is None else keys)
+        offsets = _offsets_table(state, key_list)
+        clients = _clients_table(state, state.clients.keys() if keys is None else
+                                 [k for k in key_list if k in state.clients])
+        touched = None if keys is None else pa.table(key_columns(key_list))
         q_iter = state.queues.keys() if queues is None else queues
         q_rows = [(*qk, state.queues[qk].min_offset, state.queues[qk].max_offset,
                    state.queues[qk].last_update_ts) for qk in q_iter if qk in state.queues]
@@ -306,17 +340,16 @@ class View:
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            self._replace(con, "offsets", _OFFSETS_SCHEMA, off_rows,
-                          None if keys is None else [(*k,) for k in keys],
-                          ("consumer_group", "topic", "queue_id"))
-            self._replace(con, "client_offsets", _CLIENTS_SCHEMA, cli_rows,
-                          None if keys is None else [(*k,) for k in keys],
-                          ("consumer_group", "topic", "queue_id"))
-            self._replace(con, "queues", _QUEUES_SCHEMA, q_rows,
-                          None if queues is None else [(*q,) for q in queues],
+            key_cols = ("consumer_group", "topic", "queue_id")
+            self._replace(con, "offsets", offsets, touched, key_cols)
+            self._replace(con, "client_offsets", clients, touched, key_cols)
+            self._replace(con, "queues", _columns(q_rows, _QUEUES_SCHEMA),
+                          None if queues is None else _columns(
+                              [(*q,) for q in queues], _key_schema(_QUEUES_SCHEMA, 2)),
                           ("topic", "queue_id"))
-            self._replace(con, "groups", _GROUPS_SCHEMA, g_rows,
-                          None if groups is None else [(g,) for g in groups],
+            self._replace(con, "groups", _columns(g_rows, _GROUPS_SCHEMA),
+                          None if groups is None else _columns(
+                              [(g,) for g in groups], _key_schema(_GROUPS_SCHEMA, 1)),
                           ("consumer_group",))
             if queues is None:
                 con.execute("DELETE FROM appends")
@@ -340,18 +373,19 @@ class View:
 
     @staticmethod
     def _replace(
-        con: duckdb.DuckDBPyConnection, table: str, schema: pa.Schema, rows: list[tuple],
-        keys: list[tuple] | None, key_cols: tuple[str, ...],
+        con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table, keys: pa.Table | None,
+        key_cols: tuple[str, ...],
     ) -> None:
+        """Delete the rows of `keys` (all rows when None), insert `rows`."""
         if keys is None:
             con.execute(f"DELETE FROM {table}")
-        elif keys:
-            con.register("_touched", _columns(keys, pa.schema([schema.field(c) for c in key_cols])))
+        elif keys.num_rows:
+            con.register("_touched", keys)
             cond = " AND ".join(f"{table}.{c} = _touched.{c}" for c in key_cols)
             con.execute(f"DELETE FROM {table} USING _touched WHERE {cond}")
             con.unregister("_touched")
-        if rows:
-            con.register("_rows", _columns(rows, schema))
+        if rows.num_rows:
+            con.register("_rows", rows)
             con.execute(f"INSERT INTO {table} SELECT * FROM _rows")
             con.unregister("_rows")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,97 @@ def test_times_given_as_text_read_in_bulk_the_same(tmp_path, monkeypatch):
     data = b"\n".join(lines) + b"\n"
     assert ndjson.bulk_table(data, len(lines)) is not None
     assert _same(tmp_path, data, monkeypatch)
+
+
+def _growing_names(blocks: int, per_block: int, seed: int) -> list[bytes]:
+    """Blocks of `per_block` lines whose groups, topics and clients grow from block to block,
+    on keys that recur across blocks (so their positions carry from one block to the next)."""
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+    offsets: dict[tuple[str, int], int] = {}
+    for b in range(blocks):
+        topics = [f"t{i}" for i in range(b + 1)]
+        groups = [f"g{i}" for i in range(4 * (b + 1))]
+        for t in topics:
+            for q in range(3):
+                lines.append(json.dumps({"op": "queue_append", "topic": t, "queue_id": q,
+                                         "count": 500, "ts": T0 + len(lines)}).encode())
+        while len(lines) < per_block * (b + 1):
+            t, q = rng.choice(topics), rng.randrange(3)
+            offsets[(t, q)] = offsets.get((t, q), 0) + rng.randrange(0, 3)
+            line = {"op": rng.choice(["commit", "pull", "pull"]), "group": rng.choice(groups),
+                    "topic": t, "queue_id": q, "ts": T0 + len(lines),
+                    "client": f"c{rng.randrange(2 + b)}"}
+            if line["op"] == "commit":
+                line["offset"] = offsets[(t, q)]
+            else:
+                line["max"] = rng.randrange(1, 20)
+            lines.append(json.dumps(line).encode())
+    return lines
+
+
+def test_keys_stay_resident_from_block_to_block_as_new_names_arrive(tmp_path, monkeypatch):
+    """One NDJSON call's blocks share the column-wise residents (their names coded over the
+    whole call): later blocks find earlier blocks' keys as columns, though new groups, topics
+    and clients arrive, and every line is answered and logged as line by line."""
+    from ledger.executor.resident import Resident
+
+    resumed: list[int] = []
+    real = Resident.resume
+
+    def spied(self: Resident, state: Any) -> None:
+        real(self, state)
+        resumed.append(len(self))
+
+    monkeypatch.setattr(Resident, "resume", spied)
+    data = b"\n".join(_growing_names(4, 3000, seed=11)) + b"\n"
+    out = _same(tmp_path, data, monkeypatch)
+    assert len(out.splitlines()) == 12_000
+    assert resumed[0] == 0 and all(n > 0 for n in resumed[1:4]), resumed
+
+
+def test_a_write_between_blocks_is_seen_by_the_next_block(tmp_path, monkeypatch):
+    """Between two blocks the positions are written back (a read sees them), and a write made
+    then on a key kept resident is folded by the next block as by a second call made after
+    that write (a commit far ahead: the next block's commits on the key are stale)."""
+    from ledger.executor.resident import Resident
+
+    held: list[list[Any]] = []
+    real = Resident.hold
+
+    def spied(self: Resident) -> None:
+        real(self)
+        held.append([self.names[i] for i in self.slot.tolist()])
+
+    monkeypatch.setattr(Resident, "hold", spied)
+    lines = _growing_names(2, 3000, seed=12)
+    later = {(d["group"], d["topic"], d["queue_id"]) for d in map(json.loads, lines[3000:])
+             if d["op"] != "queue_append"}
+    data = b"\n".join(lines) + b"\n"
+    answers = []
+    with Ledger.open(tmp_path / "one-call", clock=FakeClock(), apply_batch_commands=3000) as led:
+        chunks = led.apply_ndjson(io.BytesIO(data))
+        first, _, _ = next(chunks)
+        key = next(k for k in held[0] if k in later)  # resident, and folded again next block
+        answers.append(_write_between(led, key, first,
+                                      lambda: b"".join(c for c, _, _ in chunks)))
+    with Ledger.open(tmp_path / "two-calls", clock=FakeClock(), apply_batch_commands=3000) as led:
+        first = b"".join(c for c, _, _ in led.apply_ndjson(io.BytesIO(
+            b"\n".join(lines[:3000]) + b"\n")))
+        answers.append(_write_between(led, key, first, lambda: b"".join(
+            c for c, _, _ in led.apply_ndjson(io.BytesIO(b"\n".join(lines[3000:]) + b"\n")))))
+    assert answers[0][:4] == answers[1][:4]
+    assert answers[0][4].equals(answers[1][4])
+
+
+def _write_between(led: Ledger, key: tuple[str, str, int], first: bytes,
+                   rest: Callable[[], bytes]) -> tuple[Any, ...]:
+    """Read the key, append to its queue and commit far ahead on it, then run the rest."""
+    seen = led.committed(*key)
+    led.queue_append(key[1], key[2], count=1000)
+    assert led.commit(*key, 1400).accepted
+    text = rest()
+    # (a second call numbers its lines from 1)
+    results = [{k: v for k, v in json.loads(x).items() if k != "line"} for x in text.splitlines()]
+    return (first, seen, results, led.committed(*key),
+            led.log.read().drop_columns(["store_ts"]))
