@@ -52,11 +52,13 @@ demo: venv
 	$(BIN)/offset-ledger demo --serve
 
 # The pinned workload and every feed against SQLite (bench/results/latest.{json,md}), the
-# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import.
+# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import,
+# the Spark audit of 8 shards on a standalone cluster against local[2] (spark-cluster-latest.json).
 bench: venv java-check tools-check
 	$(BIN)/python -m bench.run --size default
 	$(BIN)/python -m bench.server_bench
 	$(BIN)/python -m bench.kafka_offsets_dump --records 1000000 --repeats 1 | tee bench/results/kafka-offsets-latest.jsonl
+	$(BIN)/python -m bench.spark_cluster_bench
 
 bench-full: venv java-check
 	$(BIN)/python -m bench.run --size full

@@ -54,7 +54,7 @@ def cluster_run(spark_cluster, tmp_path_factory) -> dict[str, Any]:
     """8 shard roots; DuckDB's answers before; then compact, replay and audit over all of them
     on the cluster, in that order."""
     base = tmp_path_factory.mktemp("cluster")
-    roots, times = sharded_ledgers(base, SHARDS, commands=700, seed=26, segment_events_max=40)
+    roots, times = sharded_ledgers(base, SHARDS, commands=500, seed=26, segment_events_max=40)
     at = times[len(times) * 2 // 3]
     segments = []
     for root in roots:
@@ -67,7 +67,6 @@ def cluster_run(spark_cluster, tmp_path_factory) -> dict[str, Any]:
     steps = [
         ["compact", *each, "--target-events", "400", *master, "--json"],
         ["replay", "--at", str(at), *each, *master, "--json"],
-        ["replay", "--at", str(times[-1]), *each, *master, "--json"],
         ["audit", *each, *master, "--json"],
     ]
     out = run_driver(spark_cluster, steps, base / "driver.json")
@@ -76,7 +75,7 @@ def cluster_run(spark_cluster, tmp_path_factory) -> dict[str, Any]:
 
 def test_the_jobs_ran_on_the_cluster_workers(cluster_run):
     cluster = cluster_run["cluster"]
-    assert [o["code"] for o in cluster_run["out"]] == [0, 0, 0, 0], cluster_run["out"]
+    assert [o["code"] for o in cluster_run["out"]] == [0, 0, 0], cluster_run["out"]
     for i in range(2):  # each Worker launched an executor of the driver's application
         assert "Asked to launch executor" in (cluster.workdir / f"worker-{i}.log").read_text()
     assert "Registered app offset-ledger" in (cluster.workdir / "master.log").read_text()
@@ -93,15 +92,14 @@ def test_compact_on_the_cluster_merges_every_shard_and_keeps_every_event(cluster
 
 
 def test_replay_on_the_cluster_equals_duckdb_over_the_shards(cluster_run):
-    before = cluster_run["before"]
-    for step, expected in ((1, before["state_at"]), (2, before["state_end"])):
-        rows = json.loads(cluster_run["out"][step]["stdout"])
-        assert sorted(rows, key=lambda r: tuple(r[c] for c in KEY)) == expected
-        assert {shard_of(r["consumer_group"], SHARDS) for r in rows} == set(range(SHARDS))
+    rows = json.loads(cluster_run["out"][1]["stdout"])
+    assert sorted(rows, key=lambda r: tuple(r[c] for c in KEY)) == cluster_run["before"]["state_at"]
+    assert {shard_of(r["consumer_group"], SHARDS) for r in rows} == set(range(SHARDS))
 
 
 def test_audit_on_the_cluster_is_clean_and_counts_what_duckdb_counts(cluster_run):
-    result = json.loads(cluster_run["out"][3]["stdout"])
+    # the audit's full replay of every shard equals its DuckDB view
+    result = json.loads(cluster_run["out"][2]["stdout"])
     keys, resets = cluster_run["before"]["counts"]
     assert result["clean"], result["findings"][:5]
     assert result["checked"]["view_keys"] == result["checked"]["replay_keys"] == keys
