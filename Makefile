@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 		|| { echo "offset-ledger needs Python >= 3.11 (tomllib) (found: $$($(PYTHON) --version 2>&1))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,server]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,server,kafka]'
 	touch $(STAMP)
 
 java-check:
@@ -24,22 +24,12 @@ java-check:
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { \
 		echo "Java 17 (or 21) is needed for Spark 4; found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
-# Debian packages the tests run: prometheus (scrapes the server in tests/server), wrk (HTTP load),
-# PostgreSQL's server (the reference server's database) and chromium (the console's browser tests).
-# Checked here, installed by .ci/run.
-APT_TOOLS := prometheus wrk postgresql chromium
+# Debian packages the tests run (prometheus, wrk, postgresql, chromium, a Java runtime): installed
+# when missing if make runs as root or with sudo (no password), else the command is printed.
 tools-check:
-	@missing=""; \
-	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
-	command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
-	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql(initdb)"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	if [ -n "$$missing" ]; then \
-		echo "the tests need these Debian packages, missing here:$$missing"; \
-		echo "  install them with: apt-get update && apt-get install -y $(APT_TOOLS)"; \
-		exit 1; fi
+	@./.ci/debian-tools
 
-test: venv java-check tools-check
+test: venv tools-check java-check
 	$(BIN)/python -m pytest -q
 
 test-fast: venv tools-check
@@ -52,12 +42,14 @@ demo: venv
 	$(BIN)/offset-ledger demo --serve
 
 # The pinned workload and every feed against SQLite (bench/results/latest.{json,md}), the
-# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import,
-# the Spark audit of 8 shards on a standalone cluster against local[2] (spark-cluster-latest.json).
-bench: venv java-check tools-check
+# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import
+# and `follow kafka` of the same records from a mock cluster against it, the Spark audit of 8
+# shards on a standalone cluster against local[2] (spark-cluster-latest.json).
+bench: venv tools-check java-check
 	$(BIN)/python -m bench.run --size default
 	$(BIN)/python -m bench.server_bench
 	$(BIN)/python -m bench.kafka_offsets_dump --records 1000000 --repeats 1 | tee bench/results/kafka-offsets-latest.jsonl
+	$(BIN)/python -m bench.kafka_follow --records 1000000 | tee bench/results/kafka-follow-latest.json
 	$(BIN)/python -m bench.spark_cluster_bench
 
 bench-full: venv java-check

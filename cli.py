@@ -272,14 +272,15 @@ def default_actor() -> str:
 
 
 def read_text(path: str, what: str) -> str:
+    from ledger.commands.input_text import text_of
+
     try:
-        if path == "-":
-            return sys.stdin.read().removeprefix("\ufeff")
-        return Path(path).read_text(encoding="utf-8-sig")
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except FileNotFoundError:
         raise InvalidInput(f"{what} {path!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise InvalidInput(f"cannot read {what} {path!r}: {e}") from None
+    return text_of(data, f"{what} {path!r}")
 
 
 # ====================================================================== the app
@@ -346,6 +347,9 @@ def init(
                                     help="Seal a log segment at this age (PT1H)."),
     durability: str = typer.Option(None, "--durability", metavar="always|batch|none",
                                    help="fsync every append (always), per batch, or never."),
+    clock_skew: str = typer.Option(None, "--clock-skew", metavar="DURATION",
+                                   help="How far a command's ts may run ahead of the clock "
+                                        "(default PT10S); beyond it only a backfill may."),
     as_json: bool = json_opt(),
 ) -> None:
     """Create or re-configure a data directory; the settings persist for later commands."""
@@ -353,7 +357,8 @@ def init(
 
     settings = {"segment_events_max": segment_events, "segment_bytes_max": segment_bytes,
                 "segment_age_ms_max": duration_arg(segment_age, "--segment-age"),
-                "durability": durability}
+                "durability": durability,
+                "clock_skew_ms": duration_arg(clock_skew, "--clock-skew")}
     with open_writer(ctx, **settings) as led:
         out = {"data_dir": str(led.root), **msgspec.structs.asdict(led.settings)}
     emit(out, as_json)
@@ -528,9 +533,11 @@ def reset(
                                     help="First message stored at or after now - DURATION."),
     to_state_at: str = typer.Option(None, "--to-state-at", metavar="TIME",
                                     help="The group's own committed offsets at ledger time TIME."),
-    from_file: str = typer.Option(None, "--from-file", metavar="CSV",
-                                  help="Kafka CSV (topic,partition,offset or "
-                                       "group,topic,partition,offset); the file is the scope."),
+    from_file: str = typer.Option(None, "--from-file", metavar="FILE",
+                                  help="A plan reviewed with --export-plan (executed as it is, "
+                                       "refused if a queue moved since), or Kafka CSV "
+                                       "(topic,partition,offset or group,topic,partition,offset); "
+                                       "the file is the scope."),
     backward_only: bool = typer.Option(False, "--backward-only",
                                        help="Never move an offset forward."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only plan (the default)."),
@@ -540,25 +547,28 @@ def reset(
     actor: str = typer.Option(None, "--actor", help="Who resets (default $USER)."),
     reason: str = typer.Option(None, "--reason", help="Why, for auditors."),
     export: bool = typer.Option(False, "--export",
-                                help="Print the plan as Kafka CSV (topic,partition,offset)."),
+                                help="Print the plan as Kafka CSV (topic,partition,offset): "
+                                     "targets only, for Kafka's tools."),
+    export_plan: bool = typer.Option(False, "--export-plan",
+                                     help="Print the plan to review (JSON with each queue's "
+                                          "from_offset and the scenario), for --from-file."),
     as_json: bool = json_opt(),
 ) -> None:
     """Reset a group's offsets (Kafka --reset-offsets, RocketMQ resetOffsetByTime); a dry run
     unless --execute."""
-    from ledger import Reset
+    from ledger.reset.plan_file import reset_with_file
 
     if dry_run and execute:
         raise InvalidInput("use either --dry-run or --execute, not both")
-    if export and as_json:
-        raise InvalidInput("use either --export or --json, not both")
-    command = Reset(
+    if sum((export, export_plan, as_json)) > 1:
+        raise InvalidInput("use one output: --export or --json or --export-plan, not two")
+    command = reset_with_file(dict(
         group=group, topics=list(topic) if topic else None, all_topics=all_topics,
         to_offset=to_offset, to_datetime=to_datetime, to_earliest=to_earliest,
         to_latest=to_latest, to_current=to_current, shift_by=shift_by, by_duration=by_duration,
-        to_state_at=to_state_at,
-        from_csv=read_text(from_file, "--from-file") if from_file is not None else None,
-        backward_only=backward_only, execute=execute, force=force,
-        actor=actor or default_actor(), reason=reason)
+        to_state_at=to_state_at, backward_only=backward_only, execute=execute, force=force,
+        actor=actor or default_actor(), reason=reason),
+        read_text(from_file, "--from-file") if from_file is not None else None)
     with (open_writer if execute else open_reader)(ctx) as led:
         result = led.run_reset(command)
     doc = result_doc(result)
@@ -566,7 +576,7 @@ def reset(
         if as_json:
             emit_json(doc)
         raise RefusedError(result.refused or "refused", result.error)
-    emit_plan(doc, as_json, export)
+    emit_plan(doc, as_json, export, export_plan)
     if result.executed:
         note(f"reset executed by {command.actor}: the next pull of each queue starts at its "
              "new offset; commits from before the reset are fenced")
@@ -574,13 +584,20 @@ def reset(
         note("dry run: nothing changed (add --execute to apply)")
 
 
-def emit_plan(doc: dict[str, Any], as_json: bool, export: bool) -> None:
-    """A reset's plan as JSON, Kafka CSV or a table, then what it means for people."""
+def emit_plan(doc: dict[str, Any], as_json: bool, export: bool, export_plan: bool) -> None:
+    """A reset's plan as JSON, Kafka CSV, a plan file or a table, then what it means for
+    people."""
     rows = doc["plan"]
+    for clamped in doc.get("clamped", ()):
+        note(f"warning: {clamped['warning']}")
     if export:
         from ledger.importers.kafka_csv import to_kafka_csv
 
         sys.stdout.write(to_kafka_csv([(r["topic"], r["queue_id"], r["to_offset"]) for r in rows]))
+    elif export_plan:
+        from ledger.reset.plan_file import plan_file_text
+
+        sys.stdout.write(plan_file_text(doc))
     elif as_json:
         emit_json(doc)
     elif rows:
@@ -755,13 +772,17 @@ def sql(
                                      "progress, groups."),
     fmt: str = typer.Option("table", "--format", metavar="table|csv|json",
                             help="Output format."),
+    timeout: float = typer.Option(10.0, "--timeout", metavar="S",
+                                  help="Stop the query after S seconds (exit 2)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Read-only DuckDB SQL over the ledger's views."""
     if fmt not in ("table", "csv", "json"):
         raise InvalidInput(f"invalid --format {fmt!r}: use table, csv or json")
+    if not timeout > 0:
+        raise InvalidInput(f"invalid --timeout {timeout!r}: must be more than 0 seconds")
     with open_reader(ctx) as led:
-        table = led.sql(query)
+        table = led.sql(query, timeout_s=timeout)
     if as_json or fmt == "json":
         emit_json(table.to_pylist())
     elif table.num_rows == 0 and fmt == "table":
@@ -853,10 +874,11 @@ def _watch_rocketmq(ctx: typer.Context, file: str, source: str, interval_ms: int
           "stale_bak": stats.stale_bak}, as_json)
 
 
-def _run_import(ctx: typer.Context, imported: Any, as_json: bool, path: str, what: str) -> None:
+def _run_import(ctx: typer.Context, imported: Any, as_json: bool, path: str, what: str,
+                backfill: bool = False) -> None:
     """An importer's commands through the ledger, with a progress bar on a terminal."""
     with progress_bar(f"{what} {len(imported.commands)} commands", len(imported.commands),
-                      not as_json) as advance, open_writer(ctx) as led:
+                      not as_json) as advance, open_writer(ctx, backfill=backfill) as led:
         summary = led.submit_import(imported, on_progress=advance)
     emit({"file": path, **summary} if as_json else
          {k: v for k, v in summary.items() if k not in ("notes", "groups")}, as_json)
@@ -918,15 +940,86 @@ def import_kafka_offsets(
                                     "the offsets formatter (text or JSON form)."),
     source: str = typer.Option(None, "--source", metavar="NAME",
                                help="Where it came from (recorded as actor sync:NAME)."),
+    backfill: bool = typer.Option(False, "--backfill",
+                                  help="Take commit times beyond the clock skew as given "
+                                       "(they move the ledger's clock forward for good)."),
     as_json: bool = json_opt(),
 ) -> None:
     """The cluster's commit history: each offset commit a sync at its commitTimestamp (in time
-    order), each tombstone the removal of the offset."""
+    order), each tombstone the removal of the offset. A commitTimestamp beyond the ledger's
+    clock skew refuses the import (exit 2, naming the record) unless --backfill."""
     from ledger.importers.kafka_offsets import parse_kafka_offsets
 
     imported = parse_kafka_offsets(read_text(file, "file"),
                                    source_name("kafka-offsets", file, source))
-    _run_import(ctx, imported, as_json, file, "import")
+    _run_import(ctx, imported, as_json, file, "import", backfill)
+
+
+follow_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                         help="Follow a live cluster: every commit as it happens, kept.")
+app.add_typer(follow_app, name="follow")
+
+
+@follow_app.command("kafka")
+def follow_kafka(
+    ctx: typer.Context,
+    bootstrap_server: str = typer.Option(..., "--bootstrap-server", metavar="HOST:PORT",
+                                         help="The cluster's brokers (comma-separated)."),
+    cluster: str = typer.Option(None, "--cluster", metavar="NAME",
+                                help="The cluster's name in the ledger (source kafka:NAME; "
+                                     "default its cluster id)."),
+    offsets_topic: str = typer.Option("__consumer_offsets", "--offsets-topic", metavar="TOPIC",
+                                      help="The topic the group coordinators write."),
+    config: list[str] = typer.Option(None, "--config", metavar="KEY=VALUE",
+                                     help="A librdkafka property (security.protocol, sasl.*, "
+                                          "ssl.* ...); repeatable."),
+    poll_interval: str = typer.Option("PT10S", "--poll-interval", metavar="DURATION",
+                                      help="How often the brokers' watermarks are recorded."),
+    groups: str = typer.Option(None, "--groups", metavar="GLOB",
+                               help="Only groups matching this glob."),
+    until_idle: bool = typer.Option(False, "--until-idle",
+                                    help="Stop once every partition is read to its end and one "
+                                         "watermark poll is recorded."),
+    server: str = typer.Option(None, "--server", metavar="URL",
+                               help="Send to a running `serve` instead of opening DIR."),
+    token_file: Path = typer.Option(None, "--token-file", metavar="FILE",
+                                    help="With --server: a file holding a token of role sync."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Consume a Kafka cluster's __consumer_offsets: each commit a sync at its commitTimestamp,
+    tombstones as expires and group deletes, queue bounds from the brokers every poll; resumes
+    exactly where it stopped. Stops on SIGINT/SIGTERM after the batch in hand."""
+    import signal
+    import threading
+
+    from ledger.follow.follower import Follower, FollowOptions, parse_config
+    from ledger.store.writer import wall_clock_ms
+
+    interval_ms = duration_arg(poll_interval, "--poll-interval") or 0
+    if interval_ms <= 0:
+        raise InvalidInput(f"invalid --poll-interval {poll_interval!r}: must be above zero")
+    if token_file is not None and server is None:
+        raise InvalidInput("--token-file goes with --server URL")
+    options = FollowOptions(bootstrap_server=bootstrap_server, cluster=cluster,
+                            offsets_topic=offsets_topic, config=parse_config(config or []),
+                            poll_interval_s=interval_ms / 1000, groups=groups,
+                            until_idle=until_idle)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with contextlib.ExitStack() as stack:
+        if server is not None:
+            from server.client import LedgerClient
+            from server.follow_sink import ServerSink
+
+            token = read_text(str(token_file), "token file").strip() if token_file else None
+            sink: Any = ServerSink(stack.enter_context(LedgerClient(server, token=token)))
+        else:
+            from ledger.follow.sink import LedgerSink
+
+            sink = LedgerSink(stack.enter_context(open_writer(ctx)))
+        summary = Follower(options, sink, stop=stop, out=note, clock=wall_clock_ms).run()
+    emit(summary, as_json)
 
 
 @sync_app.command("kafka-csv")
@@ -955,6 +1048,9 @@ def apply(
                                help="NDJSON commands, one per line (- or none: stdin); or a "
                                     "Parquet file (*.parquet) with a column per field, null = "
                                     "absent, which folds column-wise."),
+    backfill: bool = typer.Option(False, "--backfill",
+                                  help="Take a `ts` beyond the clock skew as given (simulations, "
+                                       "replays of synthetic time); else such a line is refused."),
     as_json: bool = json_opt(),
 ) -> None:
     """Apply commands in batches; one JSON result per input line on stdout, always. Exit 0 when
@@ -964,7 +1060,7 @@ def apply(
     if file != "-" and file.endswith(".parquet"):
         table = read_parquet(file)
         with progress_bar("apply", table.num_rows, not as_json) as advance, \
-                open_writer(ctx) as led:
+                open_writer(ctx, backfill=backfill) as led:
             encode = msgspec.json.Encoder().encode
             chunks = ((b"".join(encode(r) + b"\n" for r in part), len(part),
                        sum(r.error is not None for r in part))
@@ -973,7 +1069,8 @@ def apply(
     else:
         stream, total = open_input(file)
         try:
-            with progress_bar("apply", total, not as_json) as advance, open_writer(ctx) as led:
+            with progress_bar("apply", total, not as_json) as advance, \
+                    open_writer(ctx, backfill=backfill) as led:
                 lines, errors = _write_results(led.apply_ndjson(stream, on_bytes=advance), None)
         finally:
             if stream is not sys.stdin.buffer:
@@ -1043,8 +1140,13 @@ def token_add(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="Who the token is: the actor of "
                                                          "everything it does."),
-    role: list[str] = typer.Option(..., "--role", metavar="consume|produce|operate|audit",
-                                   help="A role of the token; repeatable."),
+    role: list[str] = typer.Option(
+        ..., "--role", metavar="consume|produce|sync|operate|audit|backfill",
+        help="A role of the token; repeatable. consume: pull, commit, read its groups' progress "
+             "and lag; produce: queue append/truncate; sync: sync and queue bounds (brokers, "
+             "mirrors, importers, a follower; a group delete naming its source); operate: "
+             "resets, group set/delete, sync; audit: every read; backfill: may give a ts beyond "
+             "the clock skew."),
     groups: list[str] = typer.Option(None, "--groups", metavar="GLOB",
                                      help="Groups it may touch (globs; repeatable; default all)."),
     tokens: Path = typer.Option(None, "--tokens", metavar="FILE",
@@ -1084,28 +1186,31 @@ def serve(
                                               "idle keep-alive limit)."),
     body_timeout: float = typer.Option(30.0, "--body-timeout", metavar="S",
                                        help="Seconds to send a request's body."),
+    sql_timeout: float = typer.Option(10.0, "--sql-timeout", metavar="S",
+                                      help="Stop a SQL query after S seconds (then 400)."),
     as_json: bool = typer.Option(False, "--json", help='Once serving, print {"url": URL} on '
                                                        "stdout (one JSON document)."),
 ) -> None:
     """Serve the ledger over HTTP (API v1, group commit, metrics) until SIGTERM/SIGINT."""
     from ledger import Ledger
     from server import serve as run_server
-    from server.settings import ServeSettings
+    from server.settings import ServeSettings, resolve_host
+    from server.tls import check_tls_files
     from server.tokens import TokenFile
 
     root = data_dir(ctx)
     settings = ServeSettings(
-        data_dir=str(root.resolve()), host=host, port=port,
+        data_dir=str(root.resolve()), host=resolve_host(host), port=port,
         tokens=str(tokens.resolve()) if tokens is not None else None,
         tls_cert=str(tls_cert) if tls_cert is not None else None,
         tls_key=str(tls_key) if tls_key is not None else None,
         max_body_bytes=max_body_bytes, max_commands_per_request=max_commands,
-        header_timeout_s=header_timeout, body_timeout_s=body_timeout, announce_json=as_json)
+        header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+        sql_timeout_s=sql_timeout, announce_json=as_json)
     if tokens is not None:
         TokenFile.load(tokens)  # a bad file is refused before anything starts
-    for path in (tls_cert, tls_key):
-        if path is not None and not path.is_file():
-            raise InvalidInput(f"TLS file {str(path)!r} does not exist")
+    if tls_cert is not None and tls_key is not None:
+        check_tls_files(tls_cert, tls_key)  # names the wrong file (TLS says "PEM lib")
     Ledger.open(root).close()  # recovery, and the writer lock is free: say so now, in one line
     raise typer.Exit(run_server(settings))
 

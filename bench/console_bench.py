@@ -46,7 +46,7 @@ def build_ledger(n_commands: int) -> Path:
         return root
     tmp = root.with_name(root.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
-    led = Ledger.open(tmp, clock=FixedClock(), durability="none", segment_events_max=1_000_000)
+    led = Ledger.open(tmp, backfill=True, clock=FixedClock(), durability="none", segment_events_max=1_000_000)
     for _lo, _hi, commands in arrow_chunks(path, chunk_bounds(n_commands, 1_000_000, [])):
         led.apply_arrow(commands)
     led.close()

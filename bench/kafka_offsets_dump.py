@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ledger.importers.kafka_offsets import parse_kafka_offsets
@@ -31,17 +32,15 @@ TOMBSTONE_EVERY = 1000
 GROUP_METADATA_EVERY = 500
 
 
-def generate_dump(records: int, form: str = "text", seed: int = 7) -> str:
-    """A dump of `records` offset-commit records (tombstones included) in `form` text or json."""
-    if form not in ("text", "json"):
-        raise ValueError(f"form must be text or json, not {form!r}")
+def generate_records(records: int, seed: int = 7
+                     ) -> Iterator[tuple[str, str, int, int | None, int]]:
+    """(group, topic, partition, offset or None for a tombstone, commitTimestamp) of
+    `records` offset-commit records: the stream both the dump and the follow bench carry."""
     rng = random.Random(seed)
     offsets: dict[tuple[int, int, int], int] = {}
     ts = 1_700_000_000_000
-    parts: list[str] = []
     for i in range(records):
         g, t, p = rng.randrange(GROUPS), rng.randrange(TOPICS), rng.randrange(PARTITIONS)
-        group, topic = f"group-{g}", f"topic.{t}"
         ts += rng.randrange(0, 4)
         commit_ts = ts - rng.randrange(0, 50)  # other partitions of __consumer_offsets lag behind
         if i % TOMBSTONE_EVERY == TOMBSTONE_EVERY - 1:
@@ -49,6 +48,15 @@ def generate_dump(records: int, form: str = "text", seed: int = 7) -> str:
             offset = None
         else:
             offset = offsets[(g, t, p)] = offsets.get((g, t, p), 0) + rng.randrange(1, 33)
+        yield f"group-{g}", f"topic.{t}", p, offset, commit_ts
+
+
+def generate_dump(records: int, form: str = "text", seed: int = 7) -> str:
+    """A dump of `records` offset-commit records (tombstones included) in `form` text or json."""
+    if form not in ("text", "json"):
+        raise ValueError(f"form must be text or json, not {form!r}")
+    parts: list[str] = []
+    for i, (group, topic, p, offset, commit_ts) in enumerate(generate_records(records, seed)):
         if form == "text":
             value = "NULL" if offset is None else (
                 f"OffsetAndMetadata(offset={offset}, leaderEpoch=Optional[{p % 3}], metadata=, "

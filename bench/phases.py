@@ -200,7 +200,7 @@ def phase_apply(cfg: dict) -> dict:
     gc.collect()
 
     root = _fresh(Path(cfg["workdir"]) / f"apply-{cfg['repeat_index']}")
-    ledger = Ledger.open(root, clock=FixedClock(), durability="always",
+    ledger = Ledger.open(root, backfill=True, clock=FixedClock(), durability="always",
                          segment_events_max=cfg["segment_events_max"])
     elapsed, errors, prev_n, prev_t = 0.0, 0, 0, 0.0
     scale_out = []
@@ -278,7 +278,7 @@ def _apply_other(cfg: dict, path: Path, n: int, dicts: bool) -> dict:
     from ledger import Ledger
 
     root = _fresh(Path(cfg["workdir"]) / "apply-other")
-    ledger = Ledger.open(root, clock=FixedClock(), durability="always",
+    ledger = Ledger.open(root, backfill=True, clock=FixedClock(), durability="always",
                          segment_events_max=cfg["segment_events_max"])
     elapsed, errors = 0.0, 0
     chunks = command_chunks if dicts else arrow_chunks
@@ -406,7 +406,7 @@ def phase_recovery_build(cfg: dict) -> dict:
     n = cfg["recovery_commands"]
     path = Path(cfg["recovery_file"])
     root = _fresh(_recovery_root(cfg))
-    ledger = Ledger.open(root, clock=FixedClock(), durability="none",
+    ledger = Ledger.open(root, backfill=True, clock=FixedClock(), durability="none",
                          segment_events_max=100_000_000, segment_bytes_max=2**32 - 1)
     elapsed = 0.0
     for _lo, _hi, cmds in command_chunks(path, chunk_bounds(n, cfg["apply_chunk"], [])):
@@ -439,7 +439,7 @@ def phase_recovery_open(cfg: dict) -> dict:
                     wal.unlink()
             gc.collect()
             t = time.perf_counter()
-            ledger = Ledger.open(root, clock=FixedClock())
+            ledger = Ledger.open(root, backfill=True, clock=FixedClock())
             out[variant].append(time.perf_counter() - t)
             out["events"] = ledger.log.next_seq
             out["sealed_segments"] = len(ledger.log.segments())
@@ -463,7 +463,7 @@ def phase_reset(cfg: dict) -> dict:
 
     nq, group, topic = cfg["reset_queues"], "GID_reset-plan", "topic-wide"
     root = _fresh(Path(cfg["workdir"]) / "reset")
-    ledger = Ledger.open(root, clock=FixedClock(), durability="none")
+    ledger = Ledger.open(root, backfill=True, clock=FixedClock(), durability="none")
     cmds: list[dict] = [{"op": "group_set", "group": group, "mode": "clustering",
                          "initial": "earliest", "ts": T0_MS}]
     for step in range(4):

@@ -24,6 +24,7 @@ from ledger.errors import (
     InvalidInput,
     LedgerError,
     LedgerUnusable,
+    QueryStopped,
     RefusedError,
 )
 from ledger.fold.state import PlanItem
@@ -47,6 +48,7 @@ __all__ = [
     "PullResult",
     "QueueAppend",
     "QueueBounds",
+    "QueryStopped",
     "QueueTruncate",
     "RefusedError",
     "Reset",

@@ -13,6 +13,10 @@ class InvalidInput(LedgerError):
     """Bad input from a user or a file: names the bad value; nothing was appended."""
 
 
+class QueryStopped(InvalidInput):
+    """A SQL query stopped before its answer: past its time limit, or interrupted."""
+
+
 class RefusedError(LedgerError):
     """A rule refused the command (stale, fenced, invalid, policy); nothing was appended."""
 

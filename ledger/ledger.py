@@ -56,8 +56,10 @@ from ledger.fold.state import Key, PlanItem, State, snapshot_rows
 from ledger.importers.result import ImportResult
 from ledger.limits import check_name
 from ledger.reads import queries
-from ledger.reads.state_at import state_at
+from ledger.reads.sandbox import SqlQuery
+from ledger.reads.state_at import check_state_answerable, state_at
 from ledger.reset.plan import Planned, plan
+from ledger.reset.plan_file import scenario_fields
 from ledger.reset.scenarios import Scenario, Scope
 from ledger.store.settings import LedgerSettings
 from ledger.store.view import View
@@ -94,11 +96,7 @@ class ResetPlan:
 
     def command(self, *, force: bool = False) -> Reset:
         """The command that executes exactly this plan."""
-        mode, value = self.scenario.mode, self.scenario.value
-        scenario: dict[str, Any] = (
-            {"from_csv": ""} if mode == "from_file"
-            else {mode: True} if mode in ("to_earliest", "to_latest", "to_current")
-            else {mode: value})
+        scenario = scenario_fields(self.scenario)
         return Reset(group=self.group, plan=[
             PlanRow(topic=i.topic, queue_id=i.queue_id, from_offset=i.from_offset,
                     to_offset=i.to_offset) for i in self.items],
@@ -125,14 +123,18 @@ class Ledger:
     @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, clock: Callable[[], int] | None = None,
-        readonly: bool = False, fs: FileSystem | None = None, **settings: Any,
+        readonly: bool = False, fs: FileSystem | None = None, backfill: bool = False,
+        **settings: Any,
     ) -> Ledger:
-        """Open (creating if needed) a data directory as its single writer, or as a reader."""
+        """Open (creating if needed) a data directory as its single writer, or as a reader.
+        `backfill`: commands through this handle may carry a `ts` more than the clock skew
+        (setting `clock_skew_ms`) ahead of `clock` (simulations, replays of synthetic time);
+        otherwise such a command is refused naming its ts."""
         root = Path(path)
         clock = clock or wall_clock_ms
         if readonly:
             return cls(Writer.open_reader(root, clock=clock, fs=fs))
-        return cls(Writer.open(root, clock=clock, fs=fs, **settings))
+        return cls(Writer.open(root, clock=clock, fs=fs, backfill=backfill, **settings))
 
     @classmethod
     def open_for_read(cls, path: str | os.PathLike[str], **kw: Any) -> Ledger:
@@ -194,21 +196,26 @@ class Ledger:
     # ------------------------------------------------------------------ the write path
     def submit(self, commands: Sequence[Command | dict[str, Any]], *,
                actor: str | Sequence[str | None] | None = None,
-               denied: Sequence[str | None] | None = None) -> list[Result]:
+               denied: Sequence[str | None] | None = None,
+               backfill: bool | Sequence[bool] = False) -> list[Result]:
         """Run a batch of commands (typed, or dicts of the `apply` fields): validated, folded,
         made durable with one fsync; one result per command, in order, once durable. A bad
         command answers with its error and appends nothing; the others go on. `actor` (the
         server's authenticated names: one for all, or one per command) replaces whatever
         actor the commands claim; `denied` (per command) the rule by which its sender may not
-        send it: refused, and a refused reset recorded for auditors."""
-        return self._execute(commands, actor, denied).results
+        send it: refused, and a refused reset recorded for auditors. `backfill` (for all, or
+        per command): the sender may give a `ts` beyond the clock skew."""
+        return self._execute(commands, actor, denied, backfill).results
 
     def submit_decoded(self, commands: Sequence[Command | LedgerError], *,
                        actor: str | Sequence[str | None] | None = None,
-                       denied: Sequence[str | None] | None = None) -> list[Result]:
+                       denied: Sequence[str | None] | None = None,
+                       backfill: bool | Sequence[bool] = False) -> list[Result]:
         """`submit` of commands already decoded and validated by `ledger.commands.command` (from_json,
-        decode_document: a request body, an NDJSON line), or their decoding errors."""
-        return execute(self.writer, commands, actor=actor, denied=denied).results
+        decode_document: a request body, an NDJSON line), or their decoding errors. `backfill`
+        (for all, or per command): the sender may give a `ts` beyond the clock skew."""
+        return execute(self.writer, commands, actor=actor, denied=denied,
+                       backfill=backfill).results
 
     def submit_one(self, command: Command | dict[str, Any], *,
                    actor: str | None = None) -> Result:
@@ -221,14 +228,15 @@ class Ledger:
 
     def _execute(self, commands: Sequence[Command | dict[str, Any]],
                  actor: str | Sequence[str | None] | None,
-                 denied: Sequence[str | None] | None = None) -> Executed:
+                 denied: Sequence[str | None] | None = None,
+                 backfill: bool | Sequence[bool] = False) -> Executed:
         checked: list[Command | LedgerError] = []
         for c in commands:
             try:
                 checked.append(from_obj(c))
             except LedgerError as e:
                 checked.append(e)
-        return execute(self.writer, checked, actor=actor, denied=denied)
+        return execute(self.writer, checked, actor=actor, denied=denied, backfill=backfill)
 
     def apply(self, commands: Iterable[Any] | pa.Table | pa.RecordBatch) -> Iterator[dict[str, Any]]:
         """Apply commands in batches; yield one result per command (the `apply` dict), each only
@@ -380,7 +388,9 @@ class Ledger:
 
     def submit_import(self, imported: ImportResult | list[dict[str, Any]], *,
                       on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        """An importer's commands (ledger.importers), in batches; a summary of what changed."""
+        """An importer's commands (ledger.importers), in batches; a summary of what changed.
+        A record timed beyond the clock skew refuses the whole import (InvalidInput naming it)
+        unless this ledger was opened with `backfill`."""
         return submit_import(self.writer, imported, on_progress=on_progress)
 
     # ------------------------------------------------------------------ reset
@@ -444,9 +454,15 @@ class Ledger:
         """Current committed offsets from memory, same shape as `state_at` rows."""
         return snapshot_rows(self.state, self.now_ms(), group)
 
-    def sql(self, query: str) -> pa.Table:
-        """One read-only query over events, offsets, client_offsets, queues, groups, progress."""
-        return queries.sql(self.writer, query)
+    def sql(self, query: str, *, timeout_s: float | None = None) -> pa.Table:
+        """One read-only query over events, offsets, client_offsets, queues, groups, progress;
+        stopped after `timeout_s` seconds (QueryStopped)."""
+        return queries.sql(self.writer, query, timeout_s)
+
+    def prepare_sql(self, query: str) -> SqlQuery:
+        """`sql`'s query in its sandbox, to `run(timeout_s)` apart from this ledger (and
+        `interrupt()` from another thread)."""
+        return queries.prepare_sql(self.writer, query)
 
     def progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
         return queries.progress(self.writer, group, topic)
@@ -484,7 +500,7 @@ class Ledger:
         until = queries.resolve_time(until_ms, self.writer, "until")
         every = parse_duration(every_ms) if isinstance(every_ms, str) else every_ms
         since, until, every = check_series(since, until, every)  # type: ignore[arg-type]
-        queries.check_history_from(self.writer, since)
+        check_state_answerable(self.writer.log, since)  # the series starts from the state then
         return series_document(self.writer, scope, since, until, every)
 
     def queues(self, topic: str | None = None) -> list[dict[str, Any]]:

@@ -18,6 +18,11 @@ OFFSETS_RETENTION_MS_DEFAULT = 7 * 24 * 3600 * 1000
 APPLY_BATCH_COMMANDS_MAX = 65_536
 REASON_LENGTH_MAX = 4096
 TS_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant ISO-8601 can print
+#: How far a sender's `ts` may run ahead of the ledger's clock without the right to backfill.
+#: The clock never goes back, so this is also the most one command may push it forward: well
+#: above NTP-synced hosts' differences (milliseconds) and a broker's clock seen by an importer,
+#: well below the shortest timeout the clock judges (a broadcast client's 120 s).
+CLOCK_SKEW_MS_DEFAULT = 10_000
 LAG_WINDOW_MAX = 1000  # entries per window of `lag` (Burrow keeps 10)
 LAG_SERIES_POINTS_MAX = 10_000  # points of one `lag --since --until --every` series
 
@@ -62,3 +67,11 @@ def name_from(text: str) -> str:
     """`text` made a valid name: characters outside the alphabet become `_`, cut to the
     length limit (empty stays empty: the caller names its default)."""
     return _NOT_NAME_CHARS.sub("_", text)[:NAME_LENGTH_MAX]
+
+
+def ahead_of_clock(ts_ms: int, clock_ms: int) -> bool:
+    """A time from a source that lies too far in the future to record: it must not move the
+    ledger's clock (which never goes back). The one place the bound is decided (a follower skips
+    and counts such records). The bound is the clock skew every sender without the backfill
+    right is held to (CLOCK_SKEW_MS_DEFAULT; DESIGN.md, the clock rule)."""
+    return ts_ms > clock_ms + CLOCK_SKEW_MS_DEFAULT

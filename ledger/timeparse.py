@@ -65,6 +65,14 @@ def check_time(text: object, what: str) -> None:
         raise InvalidInput(f"{what}: {e}") from None
 
 
+def check_time_range(since_ms: int | None, until_ms: int | None) -> None:
+    """A time range ends at or after it starts (history, lag series, every range a user gives):
+    one rule, refused naming both ends."""
+    if since_ms is not None and until_ms is not None and until_ms < since_ms:
+        raise InvalidInput(f"invalid until {until_ms} ({iso(until_ms)}): before since {since_ms} "
+                           f"({iso(since_ms)})")
+
+
 def parse_duration(text: object) -> int:
     """Milliseconds of an ISO-8601 duration (PT1M, P7D, PT0.5S)."""
     if not isinstance(text, str):

@@ -23,14 +23,16 @@ def free_port(host: str) -> int:
 
 def serve(settings: ServeSettings) -> int:
     """Run the server until SIGTERM/SIGINT; the exit code (0 after a clean stop)."""
+    import msgspec
     from granian import Granian
     from granian.constants import HTTPModes, Interfaces, Loops
     from granian.http import HTTP1Settings
 
-    if settings.port == 0:
-        import msgspec
+    from server.process import forward_hangup
 
+    if settings.port == 0:
         settings = msgspec.structs.replace(settings, port=free_port(settings.host))
+    settings = msgspec.structs.replace(settings, parent_pid=os.getpid())
     os.environ[ENV] = settings.to_env()
     server = Granian(
         "server.app:app", interface=Interfaces.RSGI, address=settings.host, port=settings.port,
@@ -42,5 +44,6 @@ def serve(settings: ServeSettings) -> int:
         ssl_cert=Path(settings.tls_cert) if settings.tls_cert else None,
         ssl_key=Path(settings.tls_key) if settings.tls_key else None,
         log_access=False, log_level="warning")  # type: ignore[arg-type]
+    forward_hangup(server)
     server.serve()
     return 0

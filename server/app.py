@@ -4,7 +4,8 @@ granian parses HTTP, keeps connections alive, times out slow headers and termina
 Rust threads; this module only routes, authenticates, bounds bodies and answers. The ledger
 opens in `__rsgi_init__` (recovery, then `serving http://HOST:PORT` on stderr) and closes in
 `__rsgi_del__`, which granian calls after the last request on SIGTERM/SIGINT: the committer
-answers everything accepted, the view is flushed, the process exits 0.
+answers everything accepted, the view is flushed, the process exits 0. The worker dies with
+granian's main process and reloads its tokens on SIGHUP (server/process.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
-from ledger import Ledger
+from ledger import InvalidInput, Ledger
 from ledger.reads.documents import encode_json
 from server.committer import BatchStats, Committer
 from server.console import ConsoleFiles
+from server.guard import Guard
 from server.metrics import Metrics
 from server.openapi import openapi_document
+from server.process import die_with_parent, worker_signals
 from server.reads import ReadSide
 from server.routes import ROUTES, Api, HttpError, Request, Route, error_status
 from server.settings import ServeSettings
@@ -44,10 +47,13 @@ class App:
         self.metrics: Metrics | None = None
         self.openapi = b""
         self.console: ConsoleFiles | None = None
+        self.guard: Guard | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def __rsgi_init__(self, loop: asyncio.AbstractEventLoop) -> None:
         settings = ServeSettings.from_env()
+        die_with_parent(settings.parent_pid)
+        worker_signals(loop, before_stop=self._interrupt_reads, on_hangup=self.reload_tokens)
         root = Path(settings.data_dir)
         self.tokens = TokenFile.load(Path(settings.tokens)) if settings.tokens else None
         stats = BatchStats()
@@ -62,11 +68,33 @@ class App:
         # from the loop, so a client that connects on reading the line is not refused.
         loop.call_soon(_say_serving, settings)
         self.console = ConsoleFiles()
+        self.guard = Guard(settings, tokens_on=self.tokens is not None)
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:
+            # a runaway query would hold the process at exit (its thread is joined): stop it
+            self.api.reads.interrupt_all("the server is shutting down")
             self.api.committer.stop(self.api.settings.shutdown_timeout_s)
             self.api.reads.close()
+
+    def _interrupt_reads(self) -> None:
+        if self.api is not None:
+            self.api.reads.interrupt_all("the server is shutting down")
+
+    def reload_tokens(self) -> None:
+        """SIGHUP: read the tokens file again (a removed token stops working at once); an
+        unreadable file keeps the tokens in force and says why."""
+        if self.api is None or self.tokens is None:
+            logger.warning("SIGHUP: no tokens file to reload (the server runs without --tokens)")
+            return
+        path = Path(self.api.settings.tokens or "")
+        try:
+            tokens = TokenFile.load(path)
+        except InvalidInput as e:
+            logger.error("SIGHUP: tokens file not reloaded, the old tokens stay in force: %s", e)
+            return
+        self.tokens = tokens
+        logger.warning("SIGHUP: reloaded %d token(s) from %s", len(tokens.tokens), path)
 
     # ---------------------------------------------------------------- requests
     async def __rsgi__(self, scope: Any, proto: Any) -> None:
@@ -74,15 +102,19 @@ class App:
             return
         started = time.perf_counter()
         route_name = "unknown"
+        # HEAD answers as GET does, without the body (RFC 9110)
+        method = "GET" if scope.method == "HEAD" else scope.method
         try:
+            assert self.guard is not None
+            self.guard.check_site(scope.headers)
             if ConsoleFiles.serves(scope.path):
                 route_name = "console"
-                if scope.method != "GET":
-                    raise HttpError(405, f"{scope.method} is not allowed on {scope.path}: use GET",
-                                    (("allow", "GET"),))
+                if method != "GET":
+                    raise HttpError(405, f"{method} is not allowed on {scope.path}: use GET",
+                                    (("allow", "GET, HEAD"),))
                 status, body, headers = self._console_file(scope)
             else:
-                route, params = _match(scope.method, scope.path)
+                route, params = _match(method, scope.path)
                 route_name = route.pattern
                 status, body, headers = await self._answer(route, params, scope, proto)
         except HttpError as e:
@@ -93,7 +125,7 @@ class App:
                 logger.exception("internal error on %s %s", scope.method, scope.path)
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             body, headers = encode_json({"error": message}), _JSON
-        proto.response_bytes(status, headers, body)
+        proto.response_bytes(status, headers, b"" if scope.method == "HEAD" else body)
         if self.metrics is not None:
             self.metrics.requests.labels(route_name).observe(time.perf_counter() - started)
 
@@ -107,15 +139,17 @@ class App:
             if not token.may_read():
                 raise HttpError(403, f"forbidden: {token.name} may not read metrics")
             return 200, await asyncio.to_thread(self.metrics.render), _TEXT
+        if route.body:
+            assert self.guard is not None
+            self.guard.check_content_type(route.method, scope.headers.get("content-type"))
         body = await self._body(scope, proto) if route.body else b""
-        query = {k: v[-1] for k, v in parse_qs(scope.query_string,
-                                                keep_blank_values=True).items()}
+        query = _query(scope.query_string)
         unknown = sorted(set(query) - set(route.query))
         if unknown:
             raise HttpError(400, f"unknown query parameter {unknown[0]!r}: "
                                  f"{route.pattern} takes {', '.join(route.query) or 'none'}")
-        status, answer = await route.handler(self.api, Request(scope.method, scope.path, params,
-                                                               query, body, token))
+        status, answer = await route.handler(self.api, Request(
+            route.method, scope.path, params, query, body, token, proto.client_disconnect))
         return status, answer, _JSON
 
     def _console_file(self, scope: Any) -> tuple[int, bytes, list[tuple[str, str]]]:
@@ -172,7 +206,7 @@ class App:
 
 
 def _say_serving(settings: ServeSettings) -> None:
-    url = f"{settings.scheme}://{settings.host}:{settings.port}"
+    url = settings.url
     sys.stderr.write(f"serving {url}\n")
     sys.stderr.flush()
     if settings.announce_json:
@@ -186,16 +220,29 @@ _SPECIAL = {("GET", "/metrics"): Route("GET", "/metrics", None, "Prometheus text
                                             "This document", answer="Object", public=True)}
 
 
+def _query(query_string: str) -> dict[str, str]:
+    """The query parameters, each given once (a repeated one is refused: which one counts
+    would be a guess)."""
+    query = {}
+    for k, v in parse_qs(query_string, keep_blank_values=True).items():
+        if len(v) > 1:
+            raise HttpError(400, f"query parameter {k!r} is given {len(v)} times: give it once")
+        query[k] = v[0]
+    return query
+
+
 def _match(method: str, path: str) -> tuple[Route, dict[str, str]]:
+    """The route of `path`, which granian has percent-decoded already: a path segment is taken
+    as it is (`/v1/groups/a%2541` names group `a%41`), never decoded twice."""
     route = _EXACT.get((method, path)) or _SPECIAL.get((method, path))
     if route is not None:
         return route, {}
     for route in _PATTERNS:
         m = route.regex.match(path)
-        if m is not None and route.method == method:  # (`%` in a group name comes as %25)
-            return route, {k: unquote(v) for k, v in m.groupdict().items()}
-    allowed = ", ".join(sorted({r.method for r in (*ROUTES, *_SPECIAL.values())
-                                if r.regex.match(path)}))
+        if m is not None and route.method == method:
+            return route, m.groupdict()
+    methods = {r.method for r in (*ROUTES, *_SPECIAL.values()) if r.regex.match(path)}
+    allowed = ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
     if allowed:  # RFC 9110: a 405 says which methods the path takes
         raise HttpError(405, f"{method} is not allowed on {path}: use {allowed}",
                         (("allow", allowed),))

@@ -16,6 +16,7 @@ with LedgerClient("http://127.0.0.1:9888", token=os.environ["OFFSET_LEDGER_TOKEN
 from __future__ import annotations
 
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import msgspec
 import urllib3
@@ -126,17 +127,22 @@ class LedgerClient:
     def reset(self, group: str, *, execute: bool = False, **fields: Any) -> ResetResult:
         """Plan (or with `execute`, apply) a reset: a scope (topic / topics / all_topics), one
         scenario (to_offset, to_datetime, ... as the CLI's options with `_`), reason."""
-        return self._typed("POST", f"/v1/groups/{group}/reset", {**fields, "execute": execute},
+        return self._typed("POST", f"/v1/groups/{_segment(group)}/reset", {**fields, "execute": execute},
                            ResetResult)
 
     def progress(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
-        return msgspec.json.decode(self.request("GET", f"/v1/groups/{group}/progress",
+        return msgspec.json.decode(self.request("GET", f"/v1/groups/{_segment(group)}/progress",
                                                 fields={"topic": topic}))
 
     def lag(self, group: str, **fields: Any) -> dict[str, Any]:
         """Lag health of the group (status, total lag, per queue lag and time lag)."""
-        return msgspec.json.decode(self.request("GET", f"/v1/groups/{group}/lag",
+        return msgspec.json.decode(self.request("GET", f"/v1/groups/{_segment(group)}/lag",
                                                 fields=fields))
 
     def history(self, **fields: Any) -> list[dict[str, Any]]:
         return msgspec.json.decode(self.request("GET", "/v1/history", fields=fields))
+
+
+def _segment(name: str) -> str:
+    """A name as one path segment, percent-encoded once (`%` is a name character)."""
+    return quote(name, safe="")

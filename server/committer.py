@@ -37,8 +37,9 @@ class Stopping(Exception):
 @dataclass
 class _Request:
     commands: Sequence[Command | LedgerError]
-    actor: str
+    actor: str | Sequence[str | None] | None
     denied: Sequence[str | None] | None
+    backfill: bool = False
     future: Future[list[Result]] = field(default_factory=Future)
 
 
@@ -66,10 +67,14 @@ class Committer:
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, commands: Sequence[Command | LedgerError], actor: str,
-               denied: Sequence[str | None] | None = None) -> Future[list[Result]]:
-        """Queue a request's commands; the future gives their results once durable."""
-        request = _Request(commands, actor, denied)
+    def submit(self, commands: Sequence[Command | LedgerError],
+               actor: str | Sequence[str | None] | None,
+               denied: Sequence[str | None] | None = None, *,
+               backfill: bool = False) -> Future[list[Result]]:
+        """Queue a request's commands; the future gives their results once durable. `actor`:
+        one for all, or one per command (None: the command's claim); `backfill`: the sender
+        may give a `ts` beyond the clock skew."""
+        request = _Request(commands, actor, denied, backfill)
         with self._cond:
             if self._stopping:
                 raise Stopping("the server is shutting down")
@@ -118,13 +123,18 @@ class Committer:
         commands: list[Command | LedgerError] = []
         actors: list[str | None] = []
         denied: list[str | None] = []
+        backfill: list[bool] = []
         for r in batch:
             commands.extend(r.commands)
-            actors.extend([r.actor] * len(r.commands))
-            denied.extend(r.denied if r.denied is not None else [None] * len(r.commands))
+            n = len(r.commands)
+            actors.extend([r.actor] * n if r.actor is None or isinstance(r.actor, str)
+                          else r.actor)
+            denied.extend(r.denied if r.denied is not None else [None] * n)
+            backfill.extend([r.backfill] * n)
         started = time.perf_counter()
         try:
-            results = self.ledger.submit_decoded(commands, actor=actors, denied=denied)
+            results = self.ledger.submit_decoded(commands, actor=actors, denied=denied,
+                                                 backfill=backfill)
         except BaseException as e:  # a failed write: nothing of this batch is acknowledged
             for r in batch:
                 r.future.set_exception(e)

@@ -59,7 +59,16 @@ _STATUS = {400: "A bad value, named in `error`", 401: "No token, or an unknown o
            403: "The token's role or groups do not allow it", 404: "No such route",
            405: "Method not allowed on this path", 408: "The body came too slowly",
            409: "Refused by a rule", 413: "The body or its commands are over the limit",
+           415: "The body is not application/json (or application/x-ndjson)",
+           421: "Without tokens: a Host that is not a loopback address (DNS rebinding)",
            503: "Busy or shutting down: retry later"}
+#: Who may send what (server/tokens.py ROLES_OF_OP): the bearer scheme's description.
+_ROLES_TEXT = ("Roles: consume (pull, commit; progress and lag of its groups), produce (queue "
+               "append, truncate, bounds), sync (sync, and queue append, truncate and bounds: "
+               "what brokers, mirrors and importers send), operate (resets, group set and "
+               "delete, sync), audit (every read, SQL included), backfill (may give a ts more "
+               "than the clock skew ahead of the ledger's clock; nothing else). A token's "
+               "groups (globs) bound the groups it touches.")
 
 
 def openapi_document(*, tokens: bool) -> dict[str, Any]:
@@ -93,6 +102,9 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
                 "application/json": {"schema": schema}}}
         if tokens and not route.public:
             op["security"] = [{"bearer": []}]
+        if not tokens:  # a foreign Origin, a Host that is not loopback (server/guard.py)
+            op["responses"].update(_errors((403, 421)))
+            op["responses"] = dict(sorted(op["responses"].items()))
         paths.setdefault(route.pattern, {})[route.method.lower()] = op
     paths["/metrics"] = {"get": {"summary": "Prometheus metrics", "responses": {
         "200": {"description": "Prometheus text", "content": {"text/plain": {
@@ -121,7 +133,8 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
         "components": {"schemas": components},
     }
     if tokens:
-        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        doc["components"]["securitySchemes"] = {"bearer": {
+            "type": "http", "scheme": "bearer", "description": _ROLES_TEXT}}
     return doc
 
 
@@ -152,7 +165,7 @@ def _responses(route: Any, named: dict[str, Any]) -> dict[str, Any]:
         "application/json": {"schema": answer}}}}
     statuses = [400, 404, 405, 503] + ([] if route.public else [401, 403])
     if route.body is not None:
-        statuses += [408, 413]
+        statuses += [408, 413, 415]
     if route.answer in ("CommitResult", "ResetResult"):
         out["409"] = {"description": _STATUS[409], "content": {
             "application/json": {"schema": named[route.answer]}}}

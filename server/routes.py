@@ -65,6 +65,8 @@ class Request:
     query: dict[str, str]
     body: bytes
     token: Token
+    #: Resolves when the client has gone (granian's `client_disconnect`): work for it can stop.
+    disconnected: Callable[[], Awaitable[None]] | None = None
 
 
 Answer = tuple[int, bytes]
@@ -101,12 +103,23 @@ class Api:
         self.tokens_on = tokens_on
 
     # ---------------------------------------------------------------- helpers
+    def actor(self, cmd: Command | LedgerError, token: Token) -> str | None:
+        """Who a command's events name: the token's name; without tokens (loopback) what an
+        operator's command claims, else the loopback sender's name, so that a reset from the
+        console is never anonymous; None keeps a consumer's client id as its actor."""
+        if self.tokens_on:
+            return token.name
+        if isinstance(cmd, LedgerError) or not hasattr(cmd, "actor"):
+            return None
+        return cmd.actor or token.name  # type: ignore[attr-defined]
+
     async def write(self, commands: list[Command | LedgerError], token: Token,
                     denied: list[str | None] | None = None) -> list[Result]:
         """Commands through the group committer; answered once durable."""
-        actor = token.name if self.tokens_on else None
+        actors = [self.actor(c, token) for c in commands]
         try:
-            future = self.committer.submit(commands, actor, denied)  # type: ignore[arg-type]
+            future = self.committer.submit(commands, actors, denied,  # type: ignore[arg-type]
+                                           backfill=token.may_backfill())
         except (Busy, Stopping) as e:
             raise HttpError(503, str(e)) from None
         try:
@@ -220,7 +233,9 @@ async def reset(api: Api, req: Request) -> Answer:
         api.may(req.token.denies(cmd) is None, req.token,
                 f"plan resets of group {cmd.group!r}")
         try:
-            planned = await api.read(lambda led: led.run_reset(cmd))
+            # judged as its execute would be: the policy sees the token's actor
+            actor = api.actor(cmd, req.token)
+            planned = await api.read(lambda led: led.run_reset(cmd, actor=actor))
         except RefusedError as e:
             raise HttpError(409, str(e)) from None
         return _single(planned)
@@ -318,7 +333,16 @@ async def sql(api: Api, req: Request) -> Answer:
         body = msgspec.json.decode(req.body, type=SqlBody)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise HttpError(400, f"sql needs a JSON body {{\"query\": ...}}: {e}") from None
-    return _json(200, await api.read(lambda led: led.sql(body.query).to_pylist()))
+    prepared = await asyncio.to_thread(api.reads.prepare_sql, body.query)
+    running = asyncio.ensure_future(asyncio.to_thread(api.reads.run_sql, prepared,
+                                                      api.settings.sql_timeout_s))
+    if req.disconnected is not None:  # nobody would read the answer: stop computing it
+        left = asyncio.ensure_future(req.disconnected())
+        await asyncio.wait({running, left}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            prepared.interrupt("its client left")
+        left.cancel()
+    return _json(200, (await running).to_pylist())
 
 
 async def healthz(api: Api, req: Request) -> Answer:

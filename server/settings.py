@@ -28,8 +28,13 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     shutdown_timeout_s: float = 30.0
+    #: A SQL query runs at most this long (then 400); it is interrupted sooner when its
+    #: client leaves or the server stops.
+    sql_timeout_s: float = 10.0
     #: `serve --json`: once listening, print {"url": ...} on stdout (besides the stderr line).
     announce_json: bool = False
+    #: granian's main process: the worker stops when it is gone (set by `server.serve`).
+    parent_pid: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_commands_per_request", "batch_commands_max",
@@ -38,7 +43,8 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise InvalidInput(f"invalid {name.replace('_', '-')} {v!r}: must be a positive "
                                    "integer")
-        for name in ("header_timeout_s", "body_timeout_s", "shutdown_timeout_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "shutdown_timeout_s",
+                     "sql_timeout_s"):
             if not getattr(self, name) > 0:
                 raise InvalidInput(f"invalid {name.replace('_', '-')} {getattr(self, name)!r}: "
                                    "must be more than 0")
@@ -55,6 +61,12 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     def scheme(self) -> str:
         return "https" if self.tls_cert else "http"
 
+    @property
+    def url(self) -> str:
+        """Where it serves: an IPv6 address in brackets (RFC 3986), `http://[::1]:9888`."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
     def to_env(self) -> str:
         return msgspec.json.encode(self).decode()
 
@@ -64,6 +76,25 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         if not raw:
             raise InvalidInput(f"${ENV} is not set: start the server with `offset-ledger serve`")
         return msgspec.json.decode(raw, type=cls)
+
+
+def resolve_host(host: str) -> str:
+    """The address to listen on: an IP address as given, a name (`localhost`) resolved to its
+    first address (IPv4 first); InvalidInput naming a name that does not resolve."""
+    import ipaddress
+    import socket
+
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        pass
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        reason = e.strerror if isinstance(e, socket.gaierror) else str(e)
+        raise InvalidInput(f"invalid --host {host!r}: it does not resolve ({reason})") from None
+    found.sort(key=lambda f: f[0] != socket.AF_INET)
+    return str(found[0][4][0])
 
 
 def is_loopback(host: str) -> bool:

@@ -2,9 +2,14 @@
 tokens checked against it, and the rule that decides each command and read.
 
 Only the sha256 of a token is stored: `offset-ledger token add` prints the token once. Roles:
-`consume` (pull, commit, sync, and the progress and lag of its groups), `produce` (queue
-append, truncate, bounds), `operate` (resets, group set and delete), `audit` (every read, SQL
-included). `groups` are globs restricting the groups a token may touch (default: all).
+`consume` (pull, commit, and the progress and lag of its groups), `produce` (queue append,
+truncate, bounds), `sync` (what a broker, a mirror, an importer or a follower sends: sync,
+and queue append, truncate and bounds, the MaxOffset and MinOffset a sync brings along; a
+group delete the cluster made, naming its source; it reads the progress of its groups, where a
+follower keeps its position), `operate`
+(resets, group set and delete, sync), `audit` (every read, SQL included), `backfill` (may give
+a `ts` beyond the ledger's clock skew: alone it allows nothing else). `groups` are globs
+restricting the groups a token may touch (default: all).
 """
 
 from __future__ import annotations
@@ -23,11 +28,16 @@ from ledger.commands.command import Command, op_of
 from ledger.errors import InvalidInput
 from ledger.limits import check_name
 
-ROLES = ("consume", "produce", "operate", "audit")
-#: The role a command needs.
-ROLE_OF_OP = {"pull": "consume", "commit": "consume", "sync": "consume",
-              "queue_append": "produce", "queue_truncate": "produce", "queue_bounds": "produce",
-              "reset": "operate", "group_set": "operate", "group_delete": "operate"}
+ROLES = ("consume", "produce", "operate", "audit", "sync", "backfill")
+#: The roles that may send a command (any one of them suffices). A sync moves an offset
+#: anywhere, as a reset does: a consumer may not (it commits, forward only, fenced).
+ROLES_OF_OP = {"pull": ("consume",), "commit": ("consume",), "sync": ("sync", "operate"),
+               "queue_append": ("produce", "sync"), "queue_truncate": ("produce", "sync"),
+               "queue_bounds": ("produce", "sync"), "reset": ("operate",),
+               "group_set": ("operate",), "group_delete": ("operate",)}
+#: (A `sync` token may also delete a group the cluster removed, when the delete names its source.)
+#: The role that may give a command's `ts` beyond the clock skew (ledger Writer.ts_limit_ms).
+BACKFILL = "backfill"
 TOKEN_BYTES = 32
 
 
@@ -45,18 +55,26 @@ class Token:
 
     def denies(self, cmd: Command) -> str | None:
         """Why this token may not send `cmd` ("role" or "group"), or None."""
-        if ROLE_OF_OP[op_of(cmd)] not in self.roles:
+        op = op_of(cmd)
+        by_sync = (op == "group_delete" and "sync" in self.roles
+                   and getattr(cmd, "source", None) is not None)
+        if not any(r in self.roles for r in ROLES_OF_OP[op]) and not by_sync:
             return "role"
         return None if self.may_group(getattr(cmd, "group", None)) else "group"
 
+    def may_backfill(self) -> bool:
+        return BACKFILL in self.roles
+
     def may_read(self, group: str | None = None) -> bool:
         """Reads: audit reads everything; consume reads progress and lag of its groups."""
-        return "audit" in self.roles or (group is not None and "consume" in self.roles
-                                         and self.may_group(group))
+        return "audit" in self.roles or (group is not None and self.may_group(group) and (
+            "consume" in self.roles or "sync" in self.roles))
 
 
-#: The sender when tokens are off (loopback only): everything is allowed.
-ANYONE = Token(name="anonymous", sha256="", roles=ROLES)
+#: The sender when tokens are off (loopback only), the actor of its resets and group changes
+#: that name none: everything is allowed but a backfill (a `ts` beyond the clock skew is
+#: refused as from any sender; give a token the backfill role to send one).
+ANYONE = Token(name="loopback", sha256="", roles=tuple(r for r in ROLES if r != BACKFILL))
 
 
 class TokenFile:

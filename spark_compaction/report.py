@@ -73,9 +73,25 @@ def _asset(name: str) -> str:
 
 
 def _inline_script(text: str) -> str:
-    """Script text (or JSON) that cannot close its own <script> element early: `</script`
-    appears in JavaScript and JSON only inside strings, where `<\\/` means the same."""
+    """Script text that cannot close its own <script> element early: `</script` appears in
+    the console's JavaScript only inside strings, where `<\\/` means the same."""
     return re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE)
+
+
+# In JSON strings each of these may be written as its \u escape and means the same; written so,
+# the data holds no `<` at all, so no value can close the element (`</script`) or make the
+# parser take a later `</script>` for text (`<!--` then `<script`: HTML's script data escape
+# states). `&` and `>` follow (harmless in script data, escaped as everyone does); non-ASCII,
+# U+2028 and U+2029 included, is escaped by json.dumps itself.
+_SCRIPT_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def script_json(data: Any) -> str:
+    """`data` as JSON to inline in a <script> element: what JSON.parse of the element's text
+    gives back exactly, whatever the strings hold (a reset reason is any text an operator
+    typed)."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=True).translate(
+        _SCRIPT_JSON_ESCAPES)
 
 
 def reset_marks(resets: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -182,7 +198,7 @@ def write_report(path: Path, result: dict[str, Any], series: list[dict[str, Any]
         parts += ["<h3>Other groups</h3>", _table(lag_rest, ["consumer_group", "peak_lag",
                                                               "last_lag"])]
     parts += [f"<script type='application/json' id='report-data'>"
-              f"{_inline_script(json.dumps(data, separators=(',', ':')))}</script>",
+              f"{script_json(data)}</script>",
               *(f"<script>{_inline_script(s)}</script>" for s in scripts),
               f"<script>{_DRAW}</script>", "</body></html>"]
     tmp = path.with_name(path.name + ".tmp")

@@ -3,6 +3,7 @@
 Knows nothing of offsets; the ledger appends Arrow rows with int64 `seq` and `ts` columns.
 """
 
+from storage.acknowledged import Witness
 from storage.errors import (
     CorruptManifestError,
     CorruptSegmentError,
@@ -43,5 +44,6 @@ __all__ = [
     "SegmentedLog",
     "SettingsError",
     "StorageError",
+    "Witness",
     "WriteFailedError",
 ]

@@ -7,6 +7,7 @@ tail (Kafka's `LogSegment.recover`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -14,7 +15,7 @@ import pyarrow as pa
 
 from storage import names
 from storage.errors import CorruptSegmentError, LogFailedError, StorageError
-from storage.frames import DecodedFrames, decode_frames, encode_frame
+from storage.frames import DecodedFrames, SeqChain, decode_frames, encode_frame
 from storage.fs import FileHandle, FileSystem, sync_handle, write_all
 
 # Small batches are merged in memory so that a segment of single-row appends does not hold a
@@ -66,22 +67,32 @@ class ActiveSegment:
         """Seq after the last event held."""
         return self.base_seq + self.events
 
-    def load(self, *, truncate: bool) -> RecoveredTail:
-        """Read the file's intact prefix into memory; with `truncate`, cut the rest from disk."""
+    def load(
+        self, *, truncate: bool, acknowledged: Callable[[int], str | None] | None = None,
+    ) -> RecoveredTail:
+        """Read the file's intact prefix into memory; with `truncate`, cut the rest from disk.
+
+        Only a torn last write is cut: a damaged frame with an intact one after it, or one that
+        `acknowledged` (given the damaged frame's first seq) says was acknowledged, is refused.
+        """
         try:
             data = self.fs.read_bytes(self.path)
         except FileNotFoundError:
             return RecoveredTail(str(self.path), 0, 0, 0, None)
         decoded = self._decode(data)
-        if truncate and decoded.error is not None and not decoded.torn:
-            # Not what a crash leaves: cutting here would drop acknowledged frames silently.
+        if truncate and decoded.error is not None:
             first = self.base_seq + sum(b.num_rows for b in decoded.batches)
-            raise CorruptSegmentError(
-                self.path, first, None,
-                f"{decoded.error}, with {decoded.bytes_cut} bytes from there to the end of the "
-                f"file: not a torn last write; the {decoded.end_offset} bytes before it are "
-                f"intact (truncate the file to that size to discard seq {first} onwards)",
-            )
+            proof = acknowledged(first) if decoded.torn and acknowledged is not None else None
+            if not decoded.torn or proof is not None:
+                # Not what a crash leaves: cutting here would drop acknowledged frames silently.
+                what = f"acknowledged ({proof})" if proof is not None else "corrupt"
+                raise CorruptSegmentError(
+                    self.path, first, None,
+                    f"{decoded.error}, with {decoded.bytes_cut} bytes from there to the end of "
+                    f"the file: {what}, not a torn last write; refusing to cut it. The "
+                    f"{decoded.end_offset} bytes before it are intact (truncate the file to that "
+                    f"size to discard seq {first} onwards)",
+                )
         for batch in decoded.batches:
             self._remember(batch)
         self.bytes = decoded.end_offset
@@ -97,21 +108,8 @@ class ActiveSegment:
         )
 
     def _decode(self, data: bytes) -> DecodedFrames:
-        expected = [self.base_seq]
-
-        def validate(batch: pa.RecordBatch) -> str | None:
-            if batch.num_rows == 0:
-                return "empty batch"
-            seqs = batch.column(self._seq_index)
-            first, last = seqs[0].as_py(), seqs[-1].as_py()
-            if first != expected[0] or last != expected[0] + batch.num_rows - 1:
-                return f"seqs {first}..{last} do not continue at {expected[0]}"
-            if batch.column(self._ts_index).null_count:
-                return "null ts"
-            expected[0] += batch.num_rows
-            return None
-
-        return decode_frames(data, self.schema, validate=validate)
+        return decode_frames(data, self.schema,
+                             validate=SeqChain(self.base_seq, self._seq_index, self._ts_index))
 
     def append(self, batch: pa.RecordBatch, now_ms: int) -> bool:
         """Write `batch` as one frame (no fsync); True if this created the file.

@@ -67,7 +67,7 @@ class LogRangeError(StorageError):
     def __init__(self, asked: str, start_seq: int, earliest_ts: int | None):
         self.start_seq = start_seq
         self.earliest_ts = earliest_ts
-        ts = f", ts {earliest_ts}" if earliest_ts is not None else ""
+        ts = f"; reads by time start at ts {earliest_ts} at the earliest" if earliest_ts else ""
         super().__init__(
             f"{asked} is before the log start: the earliest event still held is "
             f"seq {start_seq}{ts} (older segments were deleted by retention)"

@@ -26,6 +26,9 @@ import pyarrow as pa
 HEADER = struct.Struct("<II")
 HEADER_BYTES = HEADER.size
 PAYLOAD_BYTES_MAX = 2**32 - 1
+# Every payload is an Arrow IPC message, which starts with this continuation marker: where to
+# look for an intact frame after a damaged one.
+_IPC_CONTINUATION = b"\xff\xff\xff\xff"
 
 
 class DecodedFrames(msgspec.Struct):
@@ -36,8 +39,10 @@ class DecodedFrames(msgspec.Struct):
     total_bytes: int
     error: str | None = None
     # The bytes after the prefix can only be a torn last write: a frame header cut short, a
-    # frame running to or past the end of the file, or zeros. Anything else (a bad frame with
-    # bytes after it, a frame whose checksum holds but whose rows do not fit) is corruption.
+    # frame running to or past the end of the file, or zeros, with no intact frame after it.
+    # Anything else (a bad frame with bytes after it, an intact frame after a damaged one
+    # whatever its length field says, a frame whose checksum holds but whose rows do not fit)
+    # is corruption.
     torn: bool = True
 
     @property
@@ -61,6 +66,28 @@ def frame_bytes(batch: pa.RecordBatch) -> bytes:
     """One frame as contiguous bytes (tools and tests; the log writes header and payload)."""
     header, payload = encode_frame(batch)
     return header + payload.to_pybytes()
+
+
+class SeqChain:
+    """A `validate` for `decode_frames`: each batch continues the seqs at `next_seq` (dense, from
+    the segment's base) and has no null ts; `next_seq` ends after the last batch accepted."""
+
+    def __init__(self, base_seq: int, seq_index: int, ts_index: int) -> None:
+        self.next_seq = base_seq
+        self._seq_index = seq_index
+        self._ts_index = ts_index
+
+    def __call__(self, batch: pa.RecordBatch) -> str | None:
+        if batch.num_rows == 0:
+            return "empty batch"
+        seqs = batch.column(self._seq_index)
+        first, last = seqs[0].as_py(), seqs[-1].as_py()
+        if first != self.next_seq or last != self.next_seq + batch.num_rows - 1:
+            return f"seqs {first}..{last} do not continue at {self.next_seq}"
+        if batch.column(self._ts_index).null_count:
+            return "null ts"
+        self.next_seq += batch.num_rows
+        return None
 
 
 def decode_frames(
@@ -108,5 +135,29 @@ def decode_frames(
                 break
         batches.append(batch)
         pos += HEADER_BYTES + length
+    if error is not None and torn:
+        later = intact_frame_after(buffer, pos)
+        if later is not None:
+            # a crash tears only the last write: a damaged length field made this frame look
+            # like one that runs past the end, but the frames after it were written after it
+            error += f", yet an intact frame follows at byte {later}"
+            torn = False
     return DecodedFrames(batches=batches, end_offset=pos, total_bytes=total, error=error,
                          torn=torn)
+
+
+def intact_frame_after(buffer: pa.Buffer, pos: int) -> int | None:
+    """The offset of the first intact frame (its checksum holds) starting after `pos`, or None.
+
+    Candidates are the places where an Arrow IPC message starts; a checksum over a random
+    stretch of bytes holds once in 2**32, so a torn tail's bytes are not taken for a frame."""
+    blob = buffer.to_pybytes()
+    total = len(blob)
+    at = blob.find(_IPC_CONTINUATION, pos + 1 + HEADER_BYTES)
+    while at != -1:
+        start = at - HEADER_BYTES
+        length, checksum = HEADER.unpack_from(blob, start)
+        if 0 < length <= total - at and crc32c.crc32c(blob[at:at + length]) == checksum:
+            return start
+        at = blob.find(_IPC_CONTINUATION, at + 1)
+    return None

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from storage import checkpoints
+from storage.acknowledged import Witness
 from storage.active import RecoveredTail
 from storage.errors import CorruptSegmentError, ReadOnlyError, StorageError, WriteFailedError
 from storage.failure import FailureLatch
@@ -119,11 +120,14 @@ class SegmentedLog:
         clock: Callable[[], int] | None = None,
         writer: bool = True,
         fs: FileSystem | None = None,
+        witness: Callable[[], Witness | None] | None = None,
     ) -> SegmentedLog:
         """Open (and with writer=True create or recover) the log in data directory `root`.
 
         Writer: takes `root/LOCK`, cuts a torn tail, deletes files the manifest does not list
-        (an interrupted seal, swap or checkpoint) and seals a full active segment. Reader: no
+        (an interrupted seal, swap or checkpoint) and seals a full active segment. A damaged
+        tail that a later frame, a checkpoint or `witness` (the caller's evidence of what was
+        acknowledged, asked only then) proves acknowledged is refused, never cut. Reader: no
         lock and no change on disk, a snapshot of the manifest and the active tail's intact
         prefix (`refresh()` takes a newer one).
         """
@@ -137,17 +141,18 @@ class SegmentedLog:
             fs if fs is not None else OsFileSystem(),
         )
         if writer:
-            log_._open_writer()
+            log_._open_writer(witness)
         else:
             log_._open_reader()
         return log_
 
-    def _open_writer(self) -> None:
+    def _open_writer(self, witness: Callable[[], Witness | None] | None) -> None:
         self._fs.makedirs(self.root)
         self._lock = WriterLock(self.root)
         self._lock.acquire()
         try:
-            self.recovery = recover(self._segments, self._sealer, self._latch, self._clock)
+            self.recovery = recover(self._segments, self._sealer, self._latch, self._clock,
+                                    durability=self.settings.durability, witness=witness)
         except BaseException:
             self._segments.active.close()
             self._lock.release()
@@ -177,6 +182,11 @@ class SegmentedLog:
     def start_seq(self) -> int:
         """The log start: the first seq still held (advances with retention)."""
         return self._segments.manifest.log_start_seq
+
+    @property
+    def retired_ts_max(self) -> int | None:
+        """The largest ts retention deleted (None: nothing retired, or not recorded)."""
+        return self._segments.manifest.retired_ts_max
 
     @property
     def writer(self) -> bool:

@@ -117,6 +117,9 @@ class RangeReader:
         self._verified_files.add(key)
 
     def _earliest_ts(self, current: Manifest) -> int | None:
+        """The first ts a read by time may start from: after every retired event's."""
+        if current.retired_ts_max is not None:
+            return current.retired_ts_max + 1
         if current.segments:
             return current.segments[0].ts_min
         return self._segments.active.ts_min

@@ -16,6 +16,7 @@ import msgspec
 
 from storage import manifest as manifest_io
 from storage import names
+from storage.acknowledged import Witness, acknowledged_by
 from storage.active import RecoveredTail
 from storage.errors import CorruptManifestError, CorruptSegmentError, SchemaError, StorageError
 from storage.failure import FailureLatch
@@ -44,10 +45,13 @@ class RecoveryReport(msgspec.Struct, frozen=True):
 
 
 def recover(
-    segments: LogSegments, sealer: Sealer, latch: FailureLatch, clock: Callable[[], int]
+    segments: LogSegments, sealer: Sealer, latch: FailureLatch, clock: Callable[[], int],
+    *, durability: str, witness: Callable[[], Witness | None] | None = None,
 ) -> RecoveryReport:
     """Writer open, under the writer lock: create or load the manifest and repair the directory.
 
+    A damaged last frame is cut only if nothing proves it acknowledged (`storage.acknowledged`:
+    a later frame, a checkpoint, or the caller's `witness`, asked only when a frame is damaged).
     Leaves `segments` holding the manifest and the recovered active segment. If it raises, the
     caller closes `segments.active`.
     """
@@ -62,7 +66,13 @@ def recover(
     deleted = _delete_unlisted(segments)
     _check_live_files(segments)
     segments.active = segments.new_active(current.active_base_seq)
-    tail = segments.active.load(truncate=True)
+    checkpoint_seqs = [c.seq for c in current.checkpoints]
+
+    def acknowledged(first_seq: int) -> str | None:
+        return acknowledged_by(first_seq, checkpoint_seqs, durability,
+                               witness() if witness is not None else None)
+
+    tail = segments.active.load(truncate=True, acknowledged=acknowledged)
     if tail.bytes_cut:
         log.warning("cut %d bytes of torn tail from %s: %s", tail.bytes_cut,
                     tail.path, tail.reason)

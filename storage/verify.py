@@ -6,8 +6,9 @@ exactly the segment's range with no gap or duplicate, ts extremes, the row-group
 that reads prune by equal to the data); the seq chain (log start, segments, active WAL, all
 contiguous); the active WAL's frames (checksums, seqs continuing the last segment); each listed
 checkpoint (present, size and crc32c, every page). A torn last WAL write is a note (a crash
-leaves one and the next writer open cuts it); files no manifest lists are notes (deleted on the
-next writer open). Everything else is a problem naming the file and the seq range.
+leaves one and the next writer open cuts it) unless a later frame, a checkpoint or the caller's
+witness proves it acknowledged (then the writer refuses it: a problem); files no manifest lists
+are notes (deleted on the next writer open). Everything else is a problem naming the file and the seq range.
 
 Read only: takes no lock and changes nothing, so it runs next to a writer (on the snapshot the
 manifest gave when it started).
@@ -15,6 +16,8 @@ manifest gave when it started).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import crc32c
@@ -26,8 +29,9 @@ import pyarrow.parquet as pq
 
 from storage import manifest as manifest_io
 from storage import names
+from storage.acknowledged import Witness, acknowledged_by
 from storage.errors import StorageError
-from storage.frames import decode_frames
+from storage.frames import SeqChain, decode_frames
 from storage.fs import FileSystem, OsFileSystem
 from storage.manifest import Manifest, SegmentEntry
 
@@ -81,8 +85,14 @@ class LogVerifyReport(msgspec.Struct):
         return not self.problems
 
 
-def verify_log(root: str | Path, schema: pa.Schema, fs: FileSystem | None = None) -> LogVerifyReport:
-    """Check everything the log at `root` holds (see the module doc); never raises for bad data."""
+def verify_log(
+    root: str | Path, schema: pa.Schema, fs: FileSystem | None = None, *,
+    durability: str = "always", witness: Witness | None = None,
+) -> LogVerifyReport:
+    """Check everything the log at `root` holds (see the module doc); never raises for bad data.
+
+    A damaged last WAL frame is judged as a writer open would (`storage.acknowledged`): with the
+    log's `durability` and the caller's `witness` of what was acknowledged."""
     fs = fs if fs is not None else OsFileSystem()
     root = Path(root)
     log_dir, checkpoint_dir = names.log_dir(root), names.checkpoint_dir(root)
@@ -108,8 +118,10 @@ def verify_log(root: str | Path, schema: pa.Schema, fs: FileSystem | None = None
         return report
     for entry in manifest.segments:
         _verify_segment(fs, root, log_dir / entry.file, entry, schema, report)
+    acknowledged = partial(acknowledged_by, checkpoints=[c.seq for c in manifest.checkpoints],
+                           durability=durability, witness=witness)
     _verify_wal(fs, root, log_dir / names.wal_name(manifest.active_base_seq), manifest, schema,
-                report)
+                report, acknowledged)
     report.next_seq = manifest.active_base_seq + report.wal_events
     for checkpoint in manifest.checkpoints:
         path = checkpoint_dir / checkpoint.file
@@ -248,7 +260,7 @@ def _verify_statistics(
 
 def _verify_wal(
     fs: FileSystem, root: Path, path: Path, manifest: Manifest, schema: pa.Schema,
-    report: LogVerifyReport,
+    report: LogVerifyReport, acknowledged: Callable[[int], str | None],
 ) -> None:
     base = manifest.active_base_seq
     name = _rel(root, path)
@@ -259,36 +271,24 @@ def _verify_wal(
     except OSError as exc:
         report.problems.append(Problem(name, f"unreadable: {exc}", base, None))
         return
-    seq_index, ts_index = schema.get_field_index("seq"), schema.get_field_index("ts")
-    expected = [base]
-
-    def validate(batch: pa.RecordBatch) -> str | None:
-        if batch.num_rows == 0:
-            return "empty batch"
-        seqs = batch.column(seq_index)
-        first, last = seqs[0].as_py(), seqs[-1].as_py()
-        if first != expected[0] or last != expected[0] + batch.num_rows - 1:
-            return f"seqs {first}..{last} do not continue at {expected[0]}"
-        if batch.column(ts_index).null_count:
-            return "null ts"
-        expected[0] += batch.num_rows
-        return None
-
-    decoded = decode_frames(data, schema, validate=validate)
+    chain = SeqChain(base, schema.get_field_index("seq"), schema.get_field_index("ts"))
+    decoded = decode_frames(data, schema, validate=chain)
     report.wal_bytes = decoded.end_offset
     report.bytes += len(data)
-    report.wal_events = expected[0] - base
+    report.wal_events = chain.next_seq - base
     if decoded.error is None:
         return
-    if decoded.torn:
+    proof = acknowledged(chain.next_seq) if decoded.torn else None
+    if decoded.torn and proof is None:
         report.torn_tail_bytes = decoded.bytes_cut
         report.notes.append(
-            f"{name}: {decoded.bytes_cut} bytes of a torn last write after seq {expected[0]} "
+            f"{name}: {decoded.bytes_cut} bytes of a torn last write after seq {chain.next_seq} "
             f"({decoded.error}); never acknowledged, cut on the next writer open")
         return
+    what = f"acknowledged ({proof})" if proof is not None else "corrupt"
     report.problems.append(Problem(
-        name, f"{decoded.error}, {decoded.bytes_cut} bytes from there to the end: corrupt, not "
-        "a torn last write", expected[0], None))
+        name, f"{decoded.error}, {decoded.bytes_cut} bytes from there to the end: {what}, not a "
+        "torn last write (a writer open refuses it)", chain.next_seq, None))
 
 
 def _note_unlisted(fs: FileSystem, root: Path, manifest: Manifest, report: LogVerifyReport) -> None:

@@ -20,7 +20,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ledger.errors import InvalidInput
+from ledger.commands.input_text import not_utf8
+from ledger.commands.strict_json import check_unique_keys
+from ledger.errors import InvalidInput, LedgerError
 from ledger.limits import (
     APPEND_COUNT_MAX,
     GENERATION_MAX,
@@ -107,13 +109,15 @@ class Commit(Command, tag="commit", kw_only=True, frozen=True, gc=False):
 
 class Sync(Command, tag="sync", kw_only=True, frozen=True, gc=False):
     """Overwrite a committed offset from a broker snapshot, a mirror or an importer (recorded
-    from -> to; unchanged appends nothing); a null offset removes it (a Kafka tombstone)."""
+    from -> to; unchanged appends nothing); a null offset removes it (a Kafka tombstone,
+    recorded as an expire). `client`: the consumer client the source says owns the queue."""
 
     group: Name
     topic: Name
     queue_id: QueueId
     offset: Offset | None
     source: str
+    client: Name | None = None
 
 
 class PlanRow(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, gc=False):
@@ -164,10 +168,13 @@ class GroupSet(Command, tag="group_set", kw_only=True, frozen=True, gc=False):
 
 
 class GroupDelete(Command, tag="group_delete", kw_only=True, frozen=True, gc=False):
-    """Remove a group's offsets (a delete event per queue), active clients or not."""
+    """Remove a group's offsets (a delete event per queue), active clients or not. With a
+    `source`, the source removed the group (a Kafka group tombstone): what a sync may say, its
+    queues whose offsets the source already removed are deleted too."""
 
     group: Name
     actor: Name | None = None
+    source: str | None = None
 
 
 AnyCommand = (QueueAppend | QueueTruncate | QueueBounds | Pull | Commit | Sync | Reset | GroupSet
@@ -228,7 +235,7 @@ def validate(cmd: Command) -> Command:
     actor = getattr(cmd, "actor", None)
     if actor is not None:
         check_name(actor, "actor")
-    if type(cmd) is Sync or type(cmd) is QueueBounds:
+    if type(cmd) is Sync or type(cmd) is QueueBounds or type(cmd) is GroupDelete:
         if cmd.source is not None:  # type: ignore[attr-defined]
             check_source(cmd.source)  # type: ignore[attr-defined]
     elif type(cmd) is GroupSet:
@@ -248,13 +255,16 @@ def _validate_reset(cmd: Reset) -> None:
                               ("plan", cmd.plan is not None)) if on]
     if cmd.queue_id is not None and cmd.topic is None:
         raise InvalidInput("reset: queue_id needs a topic")
-    if cmd.plan is not None:
-        if not cmd.execute:
-            raise InvalidInput("reset: a plan is given to be executed: add execute")
+    if cmd.plan is not None:  # executed as it is; without execute, only checked
         if len(scopes) != 1:
             raise InvalidInput("reset: a plan is its own scope: drop topic/topics/all_topics")
+        seen: set[tuple[str, int]] = set()
         for row in cmd.plan:
             check_name(row.topic, "topic")
+            if (row.topic, row.queue_id) in seen:
+                raise InvalidInput(f"duplicate queue {row.topic}:{row.queue_id} in the plan: "
+                                   "one row per queue")
+            seen.add((row.topic, row.queue_id))
         return
     if cmd.from_csv is not None and len(scopes) > 1:
         raise InvalidInput("--from-file is the scope: drop --topic/--all-topics")
@@ -314,7 +324,7 @@ def from_json(raw: bytes | str, line: int | None = None) -> Command:
     if data.startswith(_BOM):
         data = data[len(_BOM):]
     try:
-        return validate(_decoder.decode(data))
+        command = validate(_decoder.decode(data))
     except msgspec.ValidationError as e:
         raise InvalidInput(_explain(str(e), _loose_value(data))) from None
     except msgspec.DecodeError as e:
@@ -322,6 +332,10 @@ def from_json(raw: bytes | str, line: int | None = None) -> Command:
         if not data.strip():
             raise InvalidInput(f"{where}empty line") from None
         raise InvalidInput(f"{where}invalid JSON: {e}") from None
+    except UnicodeDecodeError:  # msgspec checks the UTF-8 of strings as it meets them
+        raise InvalidInput(not_utf8(data, line)) from None
+    check_unique_keys(data, _loose.decode(data), "the command")
+    return command
 
 
 class _OneCommand(msgspec.Struct, gc=False):
@@ -364,7 +378,9 @@ def decode_as(body: bytes, as_type: type[Command], extra: dict[str, Any] | None 
         if decoder is None:
             decoder = _decoders[as_type] = msgspec.json.Decoder(as_type)
         try:
-            return validate(decoder.decode(data))
+            command = validate(decoder.decode(data))
+            check_unique_keys(data, _loose.decode(data), "the body")
+            return command
         except msgspec.ValidationError as e:
             loose = _loose_value(data)
             # another op than the route's: say so (not "unknown op 'reset'")
@@ -374,12 +390,17 @@ def decode_as(body: bytes, as_type: type[Command], extra: dict[str, Any] | None 
             raise InvalidInput(_explain(str(e), loose)) from None
         except msgspec.DecodeError as e:
             raise InvalidInput(f"invalid JSON: {e}") from None
+        except UnicodeDecodeError:
+            raise InvalidInput(f"the body: {not_utf8(data)}") from None
     try:
         obj = _loose.decode(data)
     except (msgspec.DecodeError, RecursionError) as e:
         raise InvalidInput(f"invalid JSON: {e}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"the body: {not_utf8(data)}") from None
     if not isinstance(obj, dict):
         raise InvalidInput(f"the body must be a JSON object, not {_shown(obj)}")
+    check_unique_keys(data, obj, "the body")
     for option, name in extra.get("rename", {}).items():
         if option in obj:
             if name in obj:
@@ -394,11 +415,20 @@ def decode_as(body: bytes, as_type: type[Command], extra: dict[str, Any] | None 
     return from_obj(obj)
 
 
-def decode_lines(lines: list[bytes], first_line: int = 1) -> list[Command | InvalidInput]:
-    """Every line (without its newline) as a command or the error naming it (no line aborts
-    the others): one result per line, blank ones included."""
-    out: list[Command | InvalidInput] = []
+class BlankLine(LedgerError):
+    """A line holding only white space: nothing to do and no error. It travels where a line's
+    error would, and answers `{"line": N}` (DESIGN: one result per input line)."""
+
+
+def decode_lines(lines: list[bytes], first_line: int = 1
+                 ) -> list[Command | InvalidInput | BlankLine]:
+    """Every line (without its newline) as a command, a BlankLine or the error naming it (no
+    line aborts the others): one result per line, blank ones included."""
+    out: list[Command | InvalidInput | BlankLine] = []
     for n, line in enumerate(lines, start=first_line):
+        if not line.strip():
+            out.append(BlankLine("blank line"))
+            continue
         try:
             out.append(from_json(line.rstrip(b"\r"), n))
         except InvalidInput as e:
@@ -432,6 +462,9 @@ def decode_document(data: bytes) -> list[Command | InvalidInput]:
 def iter_ndjson(stream: Iterable[bytes]) -> Iterator[Command | InvalidInput]:
     """Lines of a stream decoded one by one (stdin: results may follow each batch)."""
     for n, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            yield BlankLine("blank line")
+            continue
         try:
             yield from_json(raw.rstrip(b"\r\n"), n)
         except InvalidInput as e:
@@ -457,7 +490,7 @@ def _loose_value(data: bytes) -> Any:
     line nested too deep for any decoder)."""
     try:
         return _loose.decode(data)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None
 
 

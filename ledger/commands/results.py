@@ -73,6 +73,11 @@ class ResetResult(Result, kw_only=True, omit_defaults=True, gc=False):
     skipped_queues: list[dict[str, Any]] = msgspec.field(default_factory=list)
     ignored_groups: list[str] = msgspec.field(default_factory=list)
     policy: str | None = None  # a dry run the reset policy would refuse: why
+    # the scenario planned ({mode, value?, backward_only?}): with the plan, the reviewed plan
+    # that `reset --export-plan` writes and `reset --from-file` executes
+    scenario: dict[str, Any] | None = None
+    # targets the queue's bounds moved: {topic, queue_id, requested, to_offset, warning}
+    clamped: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 def to_dict(result: Result) -> dict[str, Any]:

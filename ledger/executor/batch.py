@@ -43,13 +43,16 @@ class Executed:
 
 def execute(writer: Writer, commands: Sequence[Command | LedgerError], *,
             actor: str | Sequence[str | None] | None = None, first_line: int = 1,
-            denied: Sequence[str | None] | None = None) -> Executed:
+            denied: Sequence[str | None] | None = None,
+            backfill: bool | Sequence[bool] = False) -> Executed:
     """Fold and append a batch of decoded, validated commands (or the errors of lines that
     could not be decoded, answered in place). `actor`: who sends them (one name for all, or
     one per command; None keeps what a command claims). `denied`: per command, the rule by
-    which its sender may not send it (refused; a reset recorded as reset_refused)."""
+    which its sender may not send it (refused; a reset recorded as reset_refused).
+    `backfill`: whether the sender (of all, or of each command) may give a `ts` beyond the
+    clock skew (`Writer.ts_limit_ms`; the writer's own `backfill` allows it for all)."""
     writer.check_writable()
-    job = Job(writer, commands, first_line, actor, denied=denied)
+    job = Job(writer, commands, first_line, actor, denied=denied, backfill=backfill)
     try:
         if len(commands) >= COLUMN_MIN:
             folded = commands  # denied commands stay out of the vector path (no op in the table)
@@ -69,12 +72,13 @@ def execute(writer: Writer, commands: Sequence[Command | LedgerError], *,
 
 def execute_table(writer: Writer, table: pa.Table, *, batch_commands: int, form: str = TYPED,
                   actor: str | None = None, first_line: int = 1,
-                  overrides: dict[int, Command | LedgerError] | None = None) -> Iterator[Any]:
+                  overrides: dict[int, Command | LedgerError] | None = None,
+                  backfill: bool = False) -> Iterator[Any]:
     """A command table (one column per field, null = absent) folded a batch at a time; yields
     each batch's results once durable, in `form` (columnar.TYPED, ARROW or JSON). `overrides`:
-    lines decoded apart from the table, by line number."""
+    lines decoded apart from the table, by line number; `backfill` as for `execute`."""
     writer.check_writable()
-    job = Job(writer, None, first_line, actor, overrides=overrides or {})
+    job = Job(writer, None, first_line, actor, overrides=overrides or {}, backfill=backfill)
     parts = apply_table(job, table, batch_commands, form=form)
     while True:
         try:
@@ -89,6 +93,7 @@ def execute_table(writer: Writer, table: pa.Table, *, batch_commands: int, form:
 
 def _per_command(job: Job, commands: Sequence[Command | LedgerError]) -> list[Result]:
     writer = job.writer
+    job.start_run()
     results: list[Result] = []
     events = EventBuffer()
     last_event: list[int] = []  # per pending result: its last event in `events`, or -1

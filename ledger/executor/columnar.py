@@ -85,6 +85,28 @@ class Job:
     overrides: dict[int, Command | LedgerError] = field(default_factory=dict)
     #: Per command: the rule by which its sender may not send it (the server's), or None.
     denied: Sequence[str | None] | None = None
+    #: Whether the sender may give a `ts` beyond the clock skew: for all, or per command.
+    backfill: bool | Sequence[bool] = False
+    #: The latest `ts` of a sender that may not backfill, fixed per run (`start_run`), so that
+    #: the vector path and the per-command path of a run judge each line alike.
+    ts_limit: int | None = None
+
+    def start_run(self) -> int:
+        """Fix the run's ts limit (the clock moves on between runs); returns it."""
+        self.ts_limit = self.writer.ts_limit_ms()
+        return self.ts_limit
+
+    def may_backfill(self, line: int) -> bool:
+        if isinstance(self.backfill, bool):
+            return self.backfill or self.writer.backfill
+        return self.writer.backfill or bool(self.backfill[line - self.first_line])
+
+    def backfill_mask(self, line_base: int, n: int) -> np.ndarray:
+        """Per line of a run starting at `line_base`: may its sender backfill."""
+        if isinstance(self.backfill, bool) or self.writer.backfill:
+            return np.full(n, self.backfill is True or self.writer.backfill, bool)
+        start = line_base - self.first_line
+        return np.asarray(self.backfill[start:start + n], bool)
 
     def commands_at(self, batch: pa.Table, rows: np.ndarray, line_base: int
                     ) -> list[Command | LedgerError]:
@@ -105,7 +127,7 @@ class Job:
             now: int | None = None) -> Any:
         denied = self.denied[line - self.first_line] if self.denied is not None else None
         return run_one(self.writer, cmd, line, events, now, self.actor_of(line), self.errors,
-                       denied)
+                       denied, may_backfill=self.may_backfill(line), ts_limit=self.ts_limit)
 
     def actor_of(self, line: int) -> str | None:
         if self.actor is None or isinstance(self.actor, str):
@@ -258,6 +280,8 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     if ts_col is not None and not pa.types.is_integer(ts_col.type) and ts_col.null_count < n:
         resident.clear()
         return _per_command(job, batch, line_base)  # ISO strings: parsed per line
+    # a ts beyond the clock skew fails its line (per command, naming it) unless it may backfill
+    ts_ok &= (ts <= job.start_run()) | job.backfill_mask(line_base, n)
     clock = job.writer.now_ms()
     times = np.where(ts_present, ts, clock)
     counted = ~ts_present | ts_ok  # an out-of-range ts fails its line: it sets no time
@@ -325,6 +349,7 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
 
 
 def _per_command(job: Job, batch: pa.Table, line_base: int) -> RunOutput:
+    job.start_run()
     buf = EventBuffer()
     results, last_event = [], []
     for i, cmd in enumerate(job.commands_at(batch, np.arange(batch.num_rows), line_base)):

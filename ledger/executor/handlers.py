@@ -10,8 +10,10 @@ others: it becomes that command's result and appends nothing.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ledger.commands.command import (
+    BlankLine,
     Command,
     Commit,
     GroupDelete,
@@ -40,37 +42,53 @@ from ledger.fold.events import EventBuffer, ResetRefused
 from ledger.fold.state import PlanItem
 from ledger.reset.plan import Planned, plan_command, reviewed, scenario_of
 from ledger.reset.policy import ResetPolicy
-from ledger.reset.scenarios import Scenario, reset_detail
+from ledger.reset.scenarios import Scenario, reset_detail, scenario_doc
 from ledger.store.writer import Writer
 from ledger.timeparse import parse_duration, parse_time
 
 
-def line_time(writer: Writer, cmd: Command) -> int:
-    """The ledger time of a command: its `ts` (never before the last event), else the clock."""
+def line_time(writer: Writer, cmd: Command, ts_limit: int | None) -> int:
+    """The ledger time of a command: its `ts` (never before the last event; at most `ts_limit`
+    unless None: see `Writer.ts_limit_ms`), else the clock."""
     if cmd.ts is None:
         return writer.now_ms()
-    return max(parse_time(cmd.ts, writer.now_ms), writer.state.last_ts)
+    ts = writer.check_ts(parse_time(cmd.ts, writer.now_ms), cmd.ts, ts_limit)
+    return max(ts, writer.state.last_ts)
+
+
+def ts_limit_of(writer: Writer, may_backfill: bool, ts_limit: int | None = None) -> int | None:
+    """The latest `ts` this sender may give (None: any): the writer's limit (or the one a caller
+    fixed for its run, so that both paths of a run judge alike), unless it may backfill."""
+    if may_backfill or writer.backfill:
+        return None
+    return writer.ts_limit_ms() if ts_limit is None else ts_limit
 
 
 def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuffer,
         now: int | None = None, actor: str | None = None,
-        errors: dict[int, LedgerError] | None = None, denied: str | None = None) -> Result:
+        errors: dict[int, LedgerError] | None = None, denied: str | None = None, *,
+        may_backfill: bool = False, ts_limit: int | None = None) -> Result:
     """Run one command, folding its events into `events`. `now`: its ledger time when the caller
     computed it (the column path); `actor`: who sent it, overriding what it claims (the
     server's authenticated name); `denied`: why the sender may not (the server's role or
     group rule): nothing runs, and a reset is recorded as `reset_refused` with that rule.
-    `errors` collects the exception behind an error result."""
+    `may_backfill`: the sender may give a `ts` beyond the clock skew; `ts_limit`: the limit
+    otherwise, when the caller fixed one. `errors` collects the exception behind an error
+    result."""
     if isinstance(cmd, LedgerError):
+        if type(cmd) is BlankLine:
+            return Result(line=line)  # nothing to do, no error
         if errors is not None:
             errors[line] = cmd
         return Result(line=line, error=str(cmd))
     op = op_of(cmd)
+    limit = ts_limit_of(writer, may_backfill, ts_limit)
     if denied is not None:
         return _denied(writer, cmd, line, op, events, actor, denied, errors)
     try:
-        at = line_time(writer, cmd) if now is None else now
-        if now is not None and cmd.ts is not None:
-            parse_time(cmd.ts, now)  # validated all the same
+        at = line_time(writer, cmd, limit) if now is None else now
+        if now is not None and cmd.ts is not None:  # validated all the same
+            writer.check_ts(parse_time(cmd.ts, now), cmd.ts, limit)
         result = _dispatch(writer, cmd, line, op, at, events, actor)
     except LedgerError as e:
         if errors is not None:
@@ -90,7 +108,7 @@ def _denied(writer: Writer, cmd: Command, line: int, op: str, events: EventBuffe
     message = (f"forbidden: {actor or 'this sender'} may not {op.replace('_', ' ')}"
                + (f" group {group!r}" if group else "") + f" ({rule})")
     if type(cmd) is Reset:
-        now = line_time(writer, cmd)
+        now = writer.now_ms()  # (a refused sender's ts is not taken)
         detail = {"mode": scenario_field(cmd), "refused_by": rule, "message": message}
         if cmd.reason:
             detail["reason"] = cmd.reason
@@ -144,17 +162,24 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                            max_offset=hi)
     if t is QueueBounds:
         b: QueueBounds = cmd  # type: ignore[assignment]
-        store_ts = now if b.store_time is None else parse_time(b.store_time, now)
+        bound_store_ts = None if b.store_time is None else parse_time(b.store_time, now)
         lo, hi = state.decide_queue_bounds(
-            b.topic, b.queue_id, b.max_offset, b.min_offset, store_ts, now, events,
+            b.topic, b.queue_id, b.max_offset, b.min_offset, bound_store_ts, now, events,
             actor or (f"sync:{b.source}" if b.source else "system"),
             f"bounds from {b.source}" if b.source else None)
         return QueueResult(line=line, op=op, topic=b.topic, queue_id=b.queue_id, min_offset=lo,
                            max_offset=hi)
     if t is Sync:
         s: Sync = cmd  # type: ignore[assignment]
+        refusal = sync_refusal(writer, s, actor, now, events)
+        if refusal is not None:
+            pos = state.positions.get((s.group, s.topic, s.queue_id))
+            return SyncResult(line=line, op=op, consumer_group=s.group, topic=s.topic,
+                              queue_id=s.queue_id, from_offset=pos.committed if pos else None,
+                              to_offset=s.offset, changed=False, error=refusal[1],
+                              refused="policy")
         before = state.decide_sync(s.group, s.topic, s.queue_id, s.offset, s.source, now,
-                                   events, actor)
+                                   events, actor, s.client)
         return SyncResult(line=line, op=op, consumer_group=s.group, topic=s.topic,
                           queue_id=s.queue_id, from_offset=before, to_offset=s.offset,
                           changed=before != s.offset)
@@ -171,7 +196,8 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
                            initial=settings.initial, client_timeout_ms=settings.client_timeout_ms)
     if t is GroupDelete:
         d: GroupDelete = cmd  # type: ignore[assignment]
-        n = state.decide_delete_group(d.group, actor or d.actor, now, events)
+        who = actor or d.actor or (f"sync:{d.source}" if d.source is not None else None)
+        n = state.decide_delete_group(d.group, who, now, events, d.source)
         return GroupDeleteResult(line=line, op=op, consumer_group=d.group, queues_deleted=n)
     if t is Reset:
         return _reset(writer, cmd, line, now, events, actor)  # type: ignore[arg-type]
@@ -184,10 +210,10 @@ def _reset(writer: Writer, cmd: Reset, line: int, now: int, events: EventBuffer,
     policy allows it). A reviewed plan (`cmd.plan`) runs as it is, or not at all."""
     who = actor or cmd.actor
     scenario = scenario_of(cmd, now)
-    planned = (reviewed(writer, cmd.group, cmd.plan, now, backward_only=cmd.backward_only)
-               if cmd.plan is not None
+    planned = (reviewed(writer, cmd, now) if cmd.plan is not None
                else plan_command(writer, cmd, now))
-    result = reset_result(line, cmd.group, planned, executed=False)
+    result = reset_result(line, cmd.group, planned, executed=False,
+                          scenario=scenario_doc(scenario, cmd.backward_only))
     if not planned.items:
         return result
     detail = reset_detail(scenario, cmd.reason, cmd.backward_only)
@@ -205,15 +231,44 @@ def _reset(writer: Writer, cmd: Reset, line: int, now: int, events: EventBuffer,
     return result
 
 
-def reset_result(line: int, group: str, planned: Planned, *, executed: bool) -> ResetResult:
+def sync_refusal(writer: Writer, cmd: Sync, actor: str | None, now: int,
+                 events: EventBuffer) -> tuple[str, str] | None:
+    """(rule, message) when `reset-policy.toml` refuses a sync that moves an offset back
+    (max_rewind_messages: a sync overwrites as a reset does), recorded in `events` as a
+    `reset_refused` with the actor and the rule; else None. The one check of a sync's rewind,
+    for whichever path folds syncs."""
+    pos = writer.state.positions.get((cmd.group, cmd.topic, cmd.queue_id))
+    before = pos.committed if pos is not None else None
+    if before is None or cmd.offset is None or cmd.offset >= before:
+        return None  # only a move back is guarded: the policy is read for those alone
+    policy = ResetPolicy.load(writer.root)
+    refusal = policy.rewind_refusal(before - cmd.offset, f"sync of {cmd.topic}:{cmd.queue_id}",
+                                    "reset with --force instead")
+    if refusal is None:
+        return None
+    rule, message = refusal
+    message = f"sync refused by policy rule {rule}: {message}"
+    who = actor or f"sync:{cmd.source}"
+    detail = {"mode": "sync", "source": cmd.source, "topic": cmd.topic,
+              "queue_id": cmd.queue_id, "from_offset": before, "to_offset": cmd.offset,
+              "refused_by": rule, "message": message}
+    writer.state.emit(events, ResetRefused(ts=now, consumer_group=cmd.group, actor=who,
+                                           detail=json.dumps(detail, separators=(",", ":"))))
+    return rule, message
+
+
+def reset_result(line: int, group: str, planned: Planned, *, executed: bool,
+                 scenario: dict[str, Any] | None = None) -> ResetResult:
     """What `reset --json` prints: the plan with its counts and the queues left out."""
     return ResetResult(
-        line=line, op="reset", consumer_group=group, executed=executed,
+        line=line, op="reset", consumer_group=group, executed=executed, scenario=scenario,
         plan=[{"consumer_group": i.consumer_group, "topic": i.topic, "queue_id": i.queue_id,
                "from_offset": i.from_offset, "to_offset": i.to_offset} for i in planned.items],
         messages_replayed=planned.messages_replayed, messages_skipped=planned.messages_skipped,
         skipped_queues=[{"topic": t, "queue_id": q} for t, q in planned.skipped],
-        ignored_groups=list(planned.ignored_groups))
+        ignored_groups=list(planned.ignored_groups),
+        clamped=[{"topic": c.topic, "queue_id": c.queue_id, "requested": c.requested,
+                  "to_offset": c.to_offset, "warning": c.message()} for c in planned.clamped])
 
 
 def policy_refusal(writer: Writer, group: str, scenario: Scenario, items: tuple[PlanItem, ...],

@@ -5,7 +5,10 @@ checked; here they are decoded into typed commands, submitted in batches (one fs
 counted: which syncs changed an offset, which bounds moved, which history the ledger already
 held (not recorded again), which commands came with a time earlier than the ledger's last event
 (the ledger's time never goes backwards: those are recorded at that last time, and the summary
-says how many).
+says how many). A record whose time is beyond the clock skew (a commitTimestamp of year 9999)
+refuses the whole import, naming the record, before anything is appended: it would stamp
+every later event with that time (DESIGN.md, Security rules), and skipping it would record
+an offset the group did not end at. A ledger opened with `backfill` takes such times.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ledger.commands.command import from_obj
-from ledger.commands.results import QueueResult, SyncResult
-from ledger.errors import LedgerError
+from ledger.commands.results import GroupDeleteResult, QueueResult, SyncResult
+from ledger.errors import InvalidInput, LedgerError
 from ledger.executor.batch import execute
+from ledger.executor.handlers import ts_limit_of
 from ledger.importers.result import ImportResult
 from ledger.store.writer import Writer
+from ledger.timeparse import parse_time
 
 IMPORT_BATCH_COMMANDS = 65_536
 
@@ -29,30 +34,18 @@ def submit_import(writer: Writer, imported: ImportResult | list[dict[str, Any]],
     that `sync` and `import` print."""
     if isinstance(imported, list):
         imported = ImportResult(imported, len(imported), {}, (), ())
+    _check_times(writer, imported.commands)
     commands, already = _not_yet_recorded(writer, imported.commands)
     last_ts = writer.state.last_ts
     late = sum(1 for c in commands if isinstance(c.get("ts"), int) and c["ts"] < last_ts)
-    changed = unchanged = bounds = errors = 0
-    first_error: str | None = None
+    tally = BatchTally()
     for start in range(0, len(commands), IMPORT_BATCH_COMMANDS):
-        batch: list[Any] = []
-        for c in commands[start:start + IMPORT_BATCH_COMMANDS]:
-            try:
-                batch.append(from_obj(c))
-            except LedgerError as e:
-                batch.append(e)
-        done = execute(writer, batch, first_line=start + 1)
-        for r in done.results:
-            if r.error is not None:
-                errors += 1
-                first_error = first_error or f"command {r.line}: {r.error}"
-            elif isinstance(r, SyncResult):
-                changed += r.changed
-                unchanged += not r.changed
-            elif isinstance(r, QueueResult) and r.seq is not None:
-                bounds += 1
+        part = commands[start:start + IMPORT_BATCH_COMMANDS]
+        tally.add(writer, part, first_line=start + 1)
         if on_progress is not None:
-            on_progress(len(batch))
+            on_progress(len(part))
+    changed, unchanged, bounds, errors = tally.changed, tally.unchanged, tally.bounds, tally.errors
+    first_error = tally.first_error
     summary = {"records": imported.records, "commands": len(commands), "changed": changed,
                "unchanged": unchanged, "already_recorded": already, "bounds_raised": bounds,
                "errors": errors,
@@ -65,6 +58,60 @@ def submit_import(writer: Writer, imported: ImportResult | list[dict[str, Any]],
     if errors:
         summary["first_error"] = first_error
     return summary
+
+
+def _check_times(writer: Writer, commands: list[dict[str, Any]]) -> None:
+    """Every record's time within the clock skew (unless the ledger may backfill), else
+    InvalidInput naming the first record beyond it: nothing of the import is appended."""
+    limit = ts_limit_of(writer, False)
+    if limit is None:
+        return
+    for c in commands:
+        ts = c.get("ts")
+        if ts is None:
+            continue
+        try:
+            writer.check_ts(parse_time(ts), ts, limit)
+        except InvalidInput as e:
+            record = ", ".join(f"{k} {c[k]!r}" for k in ("group", "topic", "queue_id", "offset")
+                               if c.get(k) is not None)
+            raise InvalidInput(f"the {c.get('op')} record of {record}: {e}; nothing imported "
+                               "(--backfill records it as given)") from None
+
+
+class BatchTally:
+    """Counts over batches of importer commands, each folded and made durable as one append."""
+
+    __slots__ = ("changed", "unchanged", "bounds", "errors", "first_error")
+
+    def __init__(self) -> None:
+        self.changed = self.unchanged = self.bounds = self.errors = 0
+        self.first_error: str | None = None
+
+    def add(self, writer: Writer, commands: list[dict[str, Any]], first_line: int = 1) -> None:
+        """One batch (at most IMPORT_BATCH_COMMANDS): decoded, folded, one append (one fsync),
+        so it is durable whole or not at all (a follower's position rides in it)."""
+        if len(commands) > IMPORT_BATCH_COMMANDS:
+            raise ValueError(f"{len(commands)} commands: one batch takes at most "
+                             f"{IMPORT_BATCH_COMMANDS}")
+        batch: list[Any] = []
+        for c in commands:
+            try:
+                batch.append(from_obj(c))
+            except LedgerError as e:
+                batch.append(e)
+        done = execute(writer, batch, first_line=first_line)
+        for r in done.results:
+            if r.error is not None:
+                self.errors += 1
+                self.first_error = self.first_error or f"command {r.line}: {r.error}"
+            elif isinstance(r, SyncResult):
+                self.changed += r.changed
+                self.unchanged += not r.changed
+            elif isinstance(r, QueueResult) and r.seq is not None:
+                self.bounds += 1
+            elif isinstance(r, GroupDeleteResult):
+                self.changed += r.queues_deleted
 
 
 def _not_yet_recorded(writer: Writer, commands: list[dict[str, Any]]

@@ -61,6 +61,12 @@ def _int64s() -> array:
     return array("q")
 
 
+#: `QueueState.append_store_ts` of an append whose store time is unknown (an importer's bound:
+#: the tool said where the queue ends, not when its messages were stored); null in events,
+#: checkpoints and the view. The time lag of its messages is unknown (null), not time since.
+STORE_TS_UNKNOWN = -1
+
+
 @dataclass(slots=True)
 class QueueState:
     """Bounds of a queue plus its time index: prefix-max store time -> first offset of that append.
@@ -260,7 +266,7 @@ class State:
                 q.max_offset = offset  # type: ignore[assignment]
                 q.append_offset.append(prev_offset if prev_offset is not None else 0)
                 q.append_ts.append(ts)
-                q.append_store_ts.append(store_ts if store_ts is not None else ts)
+                q.append_store_ts.append(store_ts if store_ts is not None else STORE_TS_UNKNOWN)
                 if store_ts is not None and (not q.index_store_ts or store_ts > q.index_store_ts[-1]):
                     q.index_store_ts.append(store_ts)
                     q.index_offset.append(prev_offset if prev_offset is not None else 0)
@@ -396,10 +402,11 @@ class State:
 
     def decide_queue_bounds(
         self, topic: str, queue_id: int, max_offset: int | None, min_offset: int | None,
-        store_ts: int, now_ms: int, out: EventBuffer, actor: str, detail: str | None,
+        store_ts: int | None, now_ms: int, out: EventBuffer, actor: str, detail: str | None,
     ) -> tuple[int, int]:
         """Raise a queue's bounds to what a tool reported (never lower them): MaxOffset by a
-        queue_append of the difference, MinOffset by a queue_truncate."""
+        queue_append of the difference (its store time None when the tool gave none: unknown,
+        never the time of the import), MinOffset by a queue_truncate."""
         q = self.queues.get((topic, queue_id))
         if q is None and max_offset is None:
             raise InvalidInput(f"unknown queue {topic}:{queue_id}: give its max_offset")
@@ -644,14 +651,22 @@ class State:
         return len(out) - before
 
     def decide_delete_group(self, group: str, actor: str | None, now_ms: int,
-                            out: EventBuffer) -> int:
+                            out: EventBuffer, source: str | None = None) -> int:
+        """Remove the group: a delete per queue where it has an offset and its settings. A
+        source's delete (a Kafka group tombstone, which the broker writes after removing the
+        offsets) also closes the queues whose offset the source removed (expired), so the
+        group's end is recorded on each of its queues."""
         keys = self.group_keys(group)
+        if source is not None:
+            keys = sorted(set(keys) | {k for k, p in self.positions.items()
+                                       if k[0] == group and p.expired})
+        detail = "group deleted" if source is None else f"group deleted at {source}"
         for key in keys:
             pos = self.positions.get(key) or Position()
             self.emit(out, Delete(ts=now_ms, consumer_group=group, topic=key[1],
                                    queue_id=key[2], prev_offset=pos.committed,
                                    generation=pos.generation + 1, actor=actor,
-                                   detail="group deleted"))
+                                   detail=detail))
         if group in self.groups:
             self.emit(out, Delete(ts=now_ms, consumer_group=group, actor=actor,
                                    detail="group config deleted"))
@@ -659,18 +674,29 @@ class State:
 
     def decide_sync(
         self, group: str, topic: str, queue_id: int, offset: int | None, source: str,
-        now_ms: int, out: EventBuffer, actor: str | None = None,
+        now_ms: int, out: EventBuffer, actor: str | None = None, client: str | None = None,
     ) -> int | None:
-        """Overwrite an offset from a snapshot (None removes it); an unchanged key appends
-        nothing. Returns the offset before."""
+        """Overwrite an offset from a snapshot; an unchanged key appends nothing. A null offset
+        is the source's removal of it (a Kafka tombstone: retention or a delete), recorded as
+        an expire. `client`: who the source says owns the queue (kept on the event; not on a
+        broadcast group's, whose client ids key the clients' own offsets). Returns the offset
+        before."""
         key = (group, topic, queue_id)
         pos = self.positions.get(key)
         before = pos.committed if pos is not None else None
-        if before != offset:
-            self.emit(out, Sync(ts=now_ms, consumer_group=group, topic=topic, queue_id=queue_id,
-                                 offset=offset, prev_offset=before,
-                                 generation=pos.generation if pos is not None else 0,
-                                 actor=actor or f"sync:{source}", detail=f"sync from {source}"))
+        if before == offset:
+            return before
+        generation = pos.generation if pos is not None else 0
+        if offset is None:
+            self.emit(out, Expire(ts=now_ms, consumer_group=group, topic=topic,
+                                   queue_id=queue_id, prev_offset=before, generation=generation,
+                                   actor=actor or f"sync:{source}",
+                                   detail=f"removed at {source}"))
+            return before
+        self.emit(out, Sync(ts=now_ms, consumer_group=group, topic=topic, queue_id=queue_id,
+                             offset=offset, prev_offset=before, generation=generation,
+                             client_id=None if self.is_broadcast(group) else client,
+                             actor=actor or f"sync:{source}", detail=f"sync from {source}"))
         return before
 
     def decide_reset(

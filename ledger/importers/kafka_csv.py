@@ -1,7 +1,8 @@
 """Kafka's reset-offsets CSV (`kafka-consumer-groups --reset-offsets --export`): read and written.
 
 `topic,partition,offset` (the group given apart) or `group,topic,partition,offset`, no header;
-blank lines are skipped. Every error is an `InvalidInput` naming the line.
+blank lines are skipped; a queue given twice is refused (Kafka would take the last silently).
+Every error is an `InvalidInput` naming the line.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def parse_kafka_csv(text: str, group: str | None = None) -> list[Row]:
     if group is not None:
         check_name(group, "group")
     rows: list[Row] = []
+    seen: dict[tuple[str, str, int], int] = {}  # queue -> the line that gave it
     for line_no, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -51,6 +53,11 @@ def parse_kafka_csv(text: str, group: str | None = None) -> list[Row]:
             raise InvalidInput(
                 f"line {line_no}: invalid offset {off!r}: must be an integer between 0 and "
                 f"{OFFSET_MAX}")
+        first = seen.setdefault((g, topic, int(part)), line_no)
+        if first != line_no:
+            raise InvalidInput(
+                f"line {line_no}: duplicate queue {topic}:{part} of group {g!r} (line {first} "
+                "gives it too): one offset per queue")
         rows.append((g, topic, int(part), int(off)))
     return rows
 

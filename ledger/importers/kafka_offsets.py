@@ -59,6 +59,8 @@ _FAST_21 = re.compile(
 _PROCESSED = re.compile(r"Processed a total of \d+ messages")
 _NOISE = re.compile(r"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] [A-Z]+ |SLF4J: |"
                     r"Using the ConsoleConsumer with old consumer is deprecated)")
+FOREIGN_SHOWN = 10
+NAME_RULE = "1-249 characters of A-Z a-z 0-9 . _ - % |"
 _JSON_START = '{"key":'
 _JSON_BATCH_RECORDS = 8192
 _OFFSET_COMMIT_TYPES = (0, 1)
@@ -124,6 +126,13 @@ def parse_kafka_offsets(text: str, source: str) -> ImportResult:
             raise line_error(line_no, "not a record of the offsets formatter", line)
     json_lines.flush()
     tally.records = len(commits)
+    if commits.foreign:
+        shown_names = ", ".join(repr(g) for g in list(commits.foreign)[:FOREIGN_SHOWN])
+        more = len(commits.foreign) - FOREIGN_SHOWN
+        tally.notes.append(
+            f"skipped {sum(commits.foreign.values())} record(s) of {len(commits.foreign)} "
+            f"group(s) whose names the ledger cannot hold ({NAME_RULE}): {shown_names}"
+            + (f" and {more} more" if more > 0 else ""))
     _emit_sorted(commits, tally)
     return tally.result()
 
@@ -135,14 +144,20 @@ class _Commits(list[Commit]):
         super().__init__()
         self.tally = tally
         self.names: set[str] = set()  # names already checked: they repeat on every record
+        self.foreign: dict[str, int] = {}  # group names the ledger cannot hold: records each
 
     def add(self, line_no: int, line: str, group: str, topic: str, partition: int,
             offset: int | None, ts: int | None) -> None:
         """Keep one commit; a negative offset is skipped (Kafka stores what a client committed,
-        but it is no position to restore)."""
+        but it is no position to restore), and so is a group whose name the ledger cannot hold
+        (Kafka takes any string as a group id: `spark:driver-1`), counted by name."""
         names = self.names
         if group not in names:
-            names.add(name_cell(group, "group", line_no, line))
+            if NAME_PATTERN.fullmatch(group) is None:
+                self.foreign[group] = self.foreign.get(group, 0) + 1
+                self.tally.skip("group_name_outside_the_ledger_alphabet")
+                return
+            names.add(group)
         if topic not in names:
             names.add(name_cell(topic, "topic", line_no, line))
         if not 0 <= partition <= QUEUE_ID_MAX:
@@ -214,7 +229,10 @@ class _JsonLines:
     def _decode_one(self, chunk: str, at: tuple[int, int]) -> _Record:
         try:
             return self.one.decode(chunk)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        except msgspec.ValidationError as e:  # JSON, but a field of the wrong type
+            raise line_error(at[0], f"record {at[1]} of the line: {_wrong_type(str(e))}",
+                             chunk) from None
+        except msgspec.DecodeError as e:
             raise line_error(at[0], f"record {at[1]} of the line is not an offsets formatter "
                              f"record ({e}): cut short?", chunk) from None
 
@@ -252,6 +270,22 @@ class _JsonLines:
                              chunk)
         self.commits.add(line_no, chunk, data.group, data.topic, data.partition, vdata.offset,
                          vdata.commitTimestamp)
+
+
+_WRONG_TYPE = re.compile(r"Expected `(?P<want>[^`]+)`, got `(?P<got>[^`]+)` - at `\$\.(?P<at>[^`]+)`")
+_WORDS = {"int": "an integer", "str": "a string", "null": "null", "object": "an object",
+          "array": "an array", "bool": "true or false", "float": "a number with a fraction"}
+
+
+def _wrong_type(message: str) -> str:
+    """msgspec's "Expected `int | null`, got `str` - at `$.value.data.offset`" as "field
+    value.data.offset is a string, where the formatter writes an integer or null"."""
+    m = _WRONG_TYPE.fullmatch(message)
+    if m is None:
+        return f"not an offsets formatter record: {message}"
+    want = " or ".join(_WORDS.get(w.strip(), w.strip()) for w in m["want"].split("|"))
+    return (f"field {m['at']} is {_WORDS.get(m['got'], m['got'])}, where the offsets formatter "
+            f"writes {want}")
 
 
 def _number(node: int | str | None, what: str, line_no: int, chunk: str) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from ledger.commands.strict_json import duplicate_key
 from ledger.errors import InvalidInput
 from ledger.importers.result import ImportTally, Row
 from ledger.limits import OFFSET_MAX, QUEUE_ID_MAX, check_name
@@ -117,6 +118,10 @@ def parse_rocketmq_offsets(text: str | bytes) -> RocketMQSnapshot:
             f"not a consumerOffset.json: {_decode_error_line(quoted, str(e))}") from None
     if not isinstance(doc, dict):
         raise InvalidInput("line 1: consumerOffset.json must be a JSON object")
+    twice = duplicate_key(quoted, doc)
+    if twice is not None:
+        raise InvalidInput(f"consumerOffset.json gives key {twice!r} twice in one object: "
+                           "each key once")
     table = doc.get("offsetTable")
     if table is None:
         raise InvalidInput("consumerOffset.json has no \"offsetTable\" key")
@@ -125,6 +130,7 @@ def parse_rocketmq_offsets(text: str | bytes) -> RocketMQSnapshot:
         raise InvalidInput(f"line {line}: \"offsetTable\" must be an object")
     rows: list[Row] = []
     broadcast: set[str] = set()
+    seen: dict[tuple[str, str, int], str] = {}  # queue -> the key that gave it
     for key, queues in table.items():
         parts = key.split("@")
         if len(parts) == 3 and parts[2] == BROADCAST_SUFFIX:
@@ -154,6 +160,11 @@ def parse_rocketmq_offsets(text: str | bytes) -> RocketMQSnapshot:
                 raise InvalidInput(
                     f"{_where(data, key, qkey)}: offset {offset} must be between 0 and "
                     f"{OFFSET_MAX}")
+            first = seen.setdefault((group, topic, int(qkey)), f"{key}[{qkey}]")
+            if first != f"{key}[{qkey}]":
+                raise InvalidInput(
+                    f"{_where(data, key, qkey)}: queue {topic}:{int(qkey)} of group {group!r} "
+                    f"is given twice ({first} too): one offset per queue")
             rows.append((group, topic, int(qkey), offset))
     version = doc.get("dataVersion")
     return RocketMQSnapshot(tuple(rows), tuple(sorted(broadcast)),

@@ -1,6 +1,7 @@
 """A queue's appends as of a time T: MaxOffset at any earlier time, and which append wrote the
 message at a given offset (its store time gives the time lag). DESIGN.md: every append of N
-messages shares one store_ts; an append without a store time stores at its ledger ts.
+messages shares one store_ts; an append without a store time stores at its ledger ts, and an
+importer's bound has none (unknown: its time lag is null).
 
 Built once per queue and question from `QueueState.append_*` and asked for all of the queue's
 keys and window entries at once (numpy searches): a document of every group asks ~10 questions
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ledger.fold.state import QueueState
+from ledger.fold.state import STORE_TS_UNKNOWN, QueueState
 
 NONE = -1  # no answer: the bounds were not known then, or no such message by T
 
@@ -52,20 +53,26 @@ class QueueAppends:
     def time_lags(self, committed: np.ndarray) -> tuple[list[int | None], list[int | None]]:
         """(lag, lag_ms) of each committed offset at `at_ms`: messages behind MaxOffset, and how
         long the message at the committed offset has waited since its store time (0 at zero
-        lag; None while the bounds are unknown)."""
+        lag; None while the bounds or that store time are unknown)."""
         top = self.max_offset
         if top is None:
             return [None] * len(committed), [None] * len(committed)
         lag = np.maximum(top - committed, 0)
         held = self.holders(committed)
-        waited = np.where(held >= 0, self.at_ms - self.store[np.maximum(held, 0)], NONE)
+        stored = self.store[np.maximum(held, 0)]
+        held = np.where((held >= 0) & (stored != STORE_TS_UNKNOWN), held, NONE)
+        waited = np.where(held >= 0, self.at_ms - stored, NONE)
         lag_ms = [0 if n == 0 else (None if h < 0 else w)
                   for n, w, h in zip(lag.tolist(), waited.tolist(), held.tolist(), strict=True)]
         return lag.tolist(), lag_ms
 
     def moved_past(self, ts: np.ndarray, offsets: np.ndarray) -> list[int | None]:
         """For each (ts, offset) of a last entry: when the queue first held a message at or
-        after the offset, no earlier than ts (None: not by `at_ms`)."""
+        after the offset, no earlier than ts (None: not by `at_ms`, or unknown: the append
+        holding it is an importer's bound, which says where the queue ended when it was read,
+        not since when, so it cannot say how long work has waited: no STOP from it)."""
         held = self.holders(offsets)
+        if len(self.store):
+            held = np.where(self.store[np.maximum(held, 0)] == STORE_TS_UNKNOWN, NONE, held)
         since = np.maximum(ts, self.ts[np.maximum(held, 0)] if len(self.ts) else ts)
         return [None if h < 0 else s for h, s in zip(held.tolist(), since.tolist(), strict=True)]

@@ -33,6 +33,7 @@ from ledger.limits import (
 )
 from ledger.reads.state_at import first_seq_after, state_at
 from ledger.store.writer import Writer
+from ledger.timeparse import check_time_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +76,7 @@ def check_series(since_ms: int, until_ms: int, every_ms: int) -> tuple[int, int,
     check_int(since_ms, "since", 0, TS_MAX)
     check_int(until_ms, "until", 0, TS_MAX)
     check_int(every_ms, "every", 1, TS_MAX)
-    if until_ms < since_ms:
-        raise InvalidInput(f"invalid until {until_ms}: before since {since_ms}")
+    check_time_range(since_ms, until_ms)
     points = (until_ms - since_ms) // every_ms + 1
     if points > LAG_SERIES_POINTS_MAX:
         raise InvalidInput(f"a series of {points} points is too long (at most "

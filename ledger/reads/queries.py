@@ -13,11 +13,11 @@ from ledger.errors import HistoryUnavailable, InvalidInput
 from ledger.fold.events import KINDS
 from ledger.fold.state import snapshot_rows
 from ledger.limits import OFFSET_MAX, check_name, check_queue_id
-from ledger.reads.sandbox import run_read_only
-from ledger.reads.state_at import earliest_answerable_ts
+from ledger.reads.sandbox import SqlQuery, prepare_read_only
+from ledger.reads.state_at import earliest_history_ts
 from ledger.store.view import arrow_result, events_select, segments_source
 from ledger.store.writer import Writer
-from ledger.timeparse import iso, parse_time
+from ledger.timeparse import check_time_range, iso, parse_time
 
 PROGRESS_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "committed_offset",
                     "pulled_offset", "lag", "lag_ms", "inflight", "ready", "generation",
@@ -103,6 +103,7 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         raise InvalidInput(f"invalid limit {limit!r}: must be an integer from 0 to {OFFSET_MAX}")
     since_ms = resolve_time(since, writer, "since")
     until_ms = resolve_time(until, writer, "until")
+    check_time_range(since_ms, until_ms)
     pre, pre_params, post, post_params = [], [], [], []
     for col, val in (("consumer_group", group), ("topic", topic), ("queue_id", queue_id)):
         if val is not None:
@@ -131,12 +132,12 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
 
 
 def check_history_from(writer: Writer, since_ms: int) -> None:
-    """Refuse history before the retained log, naming the earliest point still answerable."""
-    earliest = earliest_answerable_ts(writer.log)
+    """Refuse history before the retained log, naming the earliest `since` still answerable."""
+    earliest = earliest_history_ts(writer.log)
     if earliest is not None and since_ms < earliest:
         raise HistoryUnavailable(
-            f"history before {iso(earliest)} ({earliest} ms, seq {writer.log.start_seq}) "
-            "was retired by log retention; that is the earliest point still answerable")
+            f"history before {iso(earliest)} ({earliest} ms) was retired by log retention; "
+            "that is the earliest time a history can start from")
 
 
 def offsets_for_time(writer: Writer, topic: str, at: int | str) -> list[dict[str, Any]]:
@@ -160,12 +161,19 @@ def export_csv(writer: Writer, group: str) -> str:
                    for r in export_rows(writer, group))
 
 
-def sql(writer: Writer, query: str) -> pa.Table:
+def sql(writer: Writer, query: str, timeout_s: float | None = None) -> pa.Table:
     """One read-only query over events, offsets, client_offsets, queues, groups, progress,
-    pending_resets: run in a sandbox the engine itself keeps read-only."""
+    pending_resets: run in a sandbox the engine itself keeps read-only, stopped after
+    `timeout_s` seconds (QueryStopped)."""
+    return prepare_sql(writer, query).run(timeout_s)
+
+
+def prepare_sql(writer: Writer, query: str) -> SqlQuery:
+    """The sandbox of `sql`, ready to run apart from `writer` (a server runs it outside its
+    read lock, so other reads do not wait for it)."""
     view = writer.ready_view()
     log = writer.log
     start = log.start_seq
     cps = [c for c in log.checkpoints() if c <= start] if start > 0 else []
-    return run_read_only(view, log.segment_paths(), log.tail(),
-                         log.checkpoint_path(cps[-1]) if cps else None, query)
+    return prepare_read_only(view, log.segment_paths(), log.tail(),
+                             log.checkpoint_path(cps[-1]) if cps else None, query)

@@ -47,11 +47,7 @@ def resolve_point(log: SegmentedLog, *, ts: int | None = None, seq: int | None =
         raise InvalidInput("state_at needs at most one of ts or seq")
     start = log.start_seq
     if ts is not None:
-        earliest = earliest_answerable_ts(log)
-        if earliest is not None and ts < earliest:
-            raise HistoryUnavailable(
-                f"time {iso(ts)} is before the retained log (log retention); the earliest time "
-                f"still answerable is {iso(earliest)} ({earliest} ms, seq {start})")
+        check_state_answerable(log, ts)
         seq_to, at_ts = first_seq_after(log, ts), ts
     else:
         seq_to = log.next_seq if seq is None else min(check_offset(seq, "seq"), log.next_seq)
@@ -81,26 +77,41 @@ def state_at(writer: Writer, *, ts: int | None = None, seq: int | None = None,
         con.close()
 
 
-def earliest_answerable_ts(log: SegmentedLog) -> int | None:
+def check_state_answerable(log: SegmentedLog, ts: int) -> None:
+    """Refuse a state at a time before the earliest one the retained log answers, naming it."""
+    earliest = earliest_state_ts(log)
+    if earliest is not None and ts < earliest:
+        raise HistoryUnavailable(
+            f"time {iso(ts)} is before the retained log (log retention); the earliest time "
+            f"still answerable is {iso(earliest)} ({earliest} ms)")
+
+
+def earliest_state_ts(log: SegmentedLog) -> int | None:
     """The earliest ledger time whose state the log still answers exactly; None while the log
-    starts at seq 0. After retention: the time of the first retained event, or earlier, the
-    time of the last retired event when a checkpoint sits exactly at the log start."""
+    starts at seq 0. The state at T is the newest checkpoint at or before T plus the events
+    after it up to T, all retained: so T must reach the first checkpoint at or after the log
+    start, and the time of that checkpoint's last event is the first that does."""
     start = log.start_seq
     if start == 0:
         return None
-    candidates = []
-    segments = log.segments()
-    if segments:
-        candidates.append(segments[0].ts_min)
-    else:
-        tail = log.tail()
-        if tail.num_rows:
-            candidates.append(tail.column("ts")[0].as_py())
-    if start in log.checkpoints():
-        last = checkpoint_last_ts(log, start)
-        if last is not None:
-            candidates.append(last)
-    return min(candidates) if candidates else None
+    anchors = [c for c in log.checkpoints() if c >= start]
+    if not anchors:
+        return None  # nothing answers; resolve_point says so
+    last = checkpoint_last_ts(log, anchors[0])
+    return last if last is not None else ts_before(log, anchors[0])
+
+
+def earliest_history_ts(log: SegmentedLog) -> int | None:
+    """The earliest `since` whose history the log still holds whole; None while nothing was
+    retired: the millisecond after the last retired event (events of that millisecond may be
+    retired, so a history from it would miss them)."""
+    if log.start_seq == 0:
+        return None
+    retired = log.retired_ts_max
+    if retired is not None:
+        return retired + 1
+    segments = log.segments()  # a log retired before the manifest recorded it
+    return segments[0].ts_min + 1 if segments else earliest_state_ts(log)
 
 
 def checkpoint_last_ts(log: SegmentedLog, seq: int) -> int | None:

@@ -86,13 +86,22 @@ class ResetPolicy:
             return None
         rewind = sum(max(0, (i.from_offset or 0) - i.to_offset) for i in items
                      if i.from_offset is not None)
-        if self.max_rewind_messages is not None and rewind > self.max_rewind_messages:
-            return "max_rewind", (f"reset rewinds {rewind} messages, more than "
-                                  f"max_rewind_messages {self.max_rewind_messages}: use --force")
+        refused = self.rewind_refusal(rewind, "reset", "use --force")
+        if refused is not None:
+            return refused
         back = rewind_ms(scenario, now_ms)
         if self.max_rewind_ms is not None and back is not None and back > self.max_rewind_ms:
             return "max_rewind", (f"reset goes back {back} ms, more than max_rewind "
                                   f"{self.max_rewind_ms} ms: use --force")
+        return None
+
+
+    def rewind_refusal(self, rewind: int, what: str, remedy: str) -> tuple[str, str] | None:
+        """The max_rewind_messages rule, for a reset's plan and for a sync that moves an offset
+        back (a sync is a reset a broker or a mirror sends: the same guardrail holds)."""
+        if self.max_rewind_messages is not None and rewind > self.max_rewind_messages:
+            return "max_rewind", (f"{what} rewinds {rewind} messages, more than "
+                                  f"max_rewind_messages {self.max_rewind_messages}: {remedy}")
         return None
 
 

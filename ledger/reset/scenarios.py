@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from ledger.errors import InvalidInput, RefusedError
 from ledger.fold.state import Key, PlanItem, State
@@ -48,7 +49,8 @@ class Scope:
 
 def scope_keys(state: State, group: str, scope: Scope) -> list[Key]:
     """Kafka's scope rules: --all-topics = queues where the group has offsets; --topic T = every
-    queue of T (known queues plus queues where the group has an offset)."""
+    queue of T (known queues plus queues where the group has an offset). A topic with neither
+    is unknown, an error naming it (Kafka: "Topic ... does not exist")."""
     if scope.all_topics:
         return state.group_keys(group)
     keys: set[Key] = set()
@@ -57,9 +59,30 @@ def scope_keys(state: State, group: str, scope: Scope) -> list[Key]:
         if queue_ids is not None:
             keys.update((group, topic, q) for q in queue_ids)
             continue
-        keys.update((group, t, q) for (t, q) in state.queues if t == topic)
-        keys.update(k for k in own if k[1] == topic)
+        found = {(group, t, q) for (t, q) in state.queues if t == topic}
+        found.update(k for k in own if k[1] == topic)
+        if not found:
+            raise InvalidInput(
+                f"unknown topic {topic!r}: no messages recorded there and group {group!r} has "
+                "no offset there")
+        keys.update(found)
     return sorted(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class Clamped:
+    """A target the queue's bounds moved (Kafka warns "New offset (N) is higher than latest
+    offset ... Value will be set to M")."""
+
+    topic: str
+    queue_id: int
+    requested: int
+    to_offset: int
+
+    def message(self) -> str:
+        side = "above MaxOffset" if self.requested > self.to_offset else "below MinOffset"
+        return (f"offset {self.requested} of {self.topic}:{self.queue_id} is {side} "
+                f"{self.to_offset}: set to {self.to_offset}")
 
 
 def plan_reset(
@@ -71,8 +94,10 @@ def plan_reset(
     *,
     backward_only: bool = False,
     targets: dict[Key, int] | None = None,
+    clamped: list[Clamped] | None = None,
 ) -> list[PlanItem]:
-    """Target per queue, clamped to [MinOffset, MaxOffset] where the bounds are known."""
+    """Target per queue, clamped to [MinOffset, MaxOffset] where the bounds are known (each
+    target so moved is added to `clamped`)."""
     plan: list[PlanItem] = []
     for key in keys:
         _, topic, queue_id = key
@@ -113,8 +138,11 @@ def plan_reset(
             if targets is None or key not in targets:
                 continue
             target = targets[key]
+        requested = max(target, 0)  # type: ignore[type-var]
         if q is not None:
-            target = min(max(target, q.min_offset), q.max_offset)  # type: ignore[type-var]
+            target = min(max(requested, q.min_offset), q.max_offset)
+            if clamped is not None and target != requested:
+                clamped.append(Clamped(topic, queue_id, requested, target))
         target = max(target, 0)  # type: ignore[type-var]
         if backward_only and current is not None and target > current:
             target = current
@@ -122,13 +150,59 @@ def plan_reset(
     return plan
 
 
+def target_range(
+    state: State, key: Key, scenario: Scenario, from_offset: int | None, now_ms: int, *,
+    backward_only: bool = False, targets: dict[Key, int] | None = None,
+) -> tuple[int, int] | None:
+    """The targets `scenario` can have given the queue `key` when its offset was `from_offset`
+    (the offset it holds now: a reviewed plan is checked for staleness first), or None when
+    the scenario plans nothing there. Queue bounds only grow and every scenario's target grows
+    with them, so the highest is the target planned now; the lowest is the target under the
+    tightest bounds that `from_offset` allows (MinOffset 0, MaxOffset `from_offset`). A plan
+    row outside that range was not planned with this scenario."""
+    items = plan_reset(state, key[0], [key], scenario, now_ms, backward_only=backward_only,
+                       targets=targets)
+    if not items:
+        return None
+    high = items[0].to_offset
+    q = state.queues.get((key[1], key[2]))
+    mode, value = scenario.mode, scenario.value
+    if q is None:  # bounds unknown, now as then: nothing was clamped
+        return high, high
+    if mode == "to_offset":
+        requested = value
+    elif mode == "shift_by":
+        requested = None if from_offset is None else from_offset + value  # type: ignore[operator]
+    elif mode == "to_current":
+        requested = from_offset
+    elif mode in ("to_state_at", "from_file"):
+        requested = targets[key] if targets is not None else None
+    elif mode == "to_latest":
+        requested = from_offset  # MaxOffset, which was at least the committed offset
+    elif mode == "to_datetime" and from_offset is not None and high > q.min_offset:
+        # the first message at or after T then, or MaxOffset (at least the offset) if none was
+        requested = min(high, from_offset)
+    else:  # to_earliest, by_duration, to_datetime on MinOffset: as low as the bounds then
+        requested = 0
+    low = 0 if requested is None else max(requested, 0)
+    if from_offset is not None:
+        low = min(low, from_offset)
+    return min(low, high), high
+
+
+def scenario_doc(scenario: Scenario, backward_only: bool) -> dict[str, Any]:
+    """The scenario as data: a reset's result and a plan file carry it, events' detail too."""
+    doc: dict[str, Any] = {"mode": scenario.mode}
+    if scenario.value is not None:
+        doc["value"] = scenario.value
+    if backward_only:
+        doc["backward_only"] = True
+    return doc
+
+
 def reset_detail(scenario: Scenario, reason: str | None, backward_only: bool) -> str:
     """The `detail` of reset events: mode, argument and reason, as JSON for auditors and SQL."""
-    d: dict[str, object] = {"mode": scenario.mode}
-    if scenario.value is not None:
-        d["value"] = scenario.value
-    if backward_only:
-        d["backward_only"] = True
+    d = scenario_doc(scenario, backward_only)
     if reason:
         d["reason"] = reason
     return json.dumps(d, separators=(",", ":"))

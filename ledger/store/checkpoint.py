@@ -12,10 +12,11 @@ from array import array
 from operator import attrgetter, itemgetter
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.fold.state import GroupSettings, Position, QueueState, State
+from ledger.fold.state import STORE_TS_UNKNOWN, GroupSettings, Position, QueueState, State
 
 CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     [
@@ -90,6 +91,12 @@ def _int64s(values: array) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values.tobytes())])
 
 
+def store_times(values: array) -> pa.Array:
+    """Appends' store times as int64, null where unknown (`STORE_TS_UNKNOWN`)."""
+    times = np.frombuffer(values.tobytes(), np.int64)
+    return pa.array(times, pa.int64(), mask=times == STORE_TS_UNKNOWN)
+
+
 def _append_rows(state: State) -> pa.Table:
     """The `append` rows, built from the queues' arrays without a Python object per value
     (a checkpoint holds every append ever made)."""
@@ -101,7 +108,7 @@ def _append_rows(state: State) -> pa.Table:
         parts["queue_id"].append(pa.repeat(pa.scalar(qid, pa.int32()), n))
         parts["min_offset"].append(_int64s(q.append_offset))
         parts["last_update_ts"].append(_int64s(q.append_ts))
-        parts["store_ts"].append(_int64s(q.append_store_ts))
+        parts["store_ts"].append(store_times(q.append_store_ts))
     n = sum(len(a) for a in parts["queue_id"])
     columns = []
     for f in CHECKPOINT_SCHEMA:
@@ -160,7 +167,7 @@ def _add_appends(state: State, rows: pa.Table) -> None:
     rather than a dict per row, as a checkpoint holds every append ever made."""
     topics, qids = rows.column("topic").to_pylist(), rows.column("queue_id").to_pylist()
     offsets, ts = rows.column("min_offset").to_pylist(), rows.column("last_update_ts").to_pylist()
-    store_ts = rows.column("store_ts").to_pylist()
+    store_ts = pc.fill_null(rows.column("store_ts"), STORE_TS_UNKNOWN).to_pylist()
     start = 0
     for i in range(1, len(topics) + 1):
         if i < len(topics) and topics[i] == topics[start] and qids[i] == qids[start]:

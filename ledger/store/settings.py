@@ -7,7 +7,7 @@ from pathlib import Path
 import msgspec
 
 from ledger.errors import InvalidInput
-from ledger.limits import OFFSETS_RETENTION_MS_DEFAULT
+from ledger.limits import CLOCK_SKEW_MS_DEFAULT, OFFSETS_RETENTION_MS_DEFAULT
 
 SETTINGS_FILE = "settings.json"
 DURABILITIES = ("always", "batch", "none")
@@ -29,6 +29,9 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     apply_column_batch_commands: int = 131_072
     # A checkpoint at least every N events, sealed or not, bounds what an open replays.
     checkpoint_interval_events: int = 250_000
+    # A command's `ts` more than this ahead of the clock is refused unless its sender may
+    # backfill (DESIGN.md, Security rules): one far-future ts would stamp every later event.
+    clock_skew_ms: int = CLOCK_SKEW_MS_DEFAULT
 
     def __post_init__(self) -> None:
         if self.durability not in DURABILITIES:
@@ -37,7 +40,7 @@ class LedgerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         for name in ("segment_events_max", "segment_bytes_max", "segment_age_ms_max",
                      "offsets_retention_ms", "view_flush_batches", "view_flush_ms",
                      "apply_batch_commands", "apply_column_batch_commands",
-                     "checkpoint_interval_events"):
+                     "checkpoint_interval_events", "clock_skew_ms"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise InvalidInput(f"invalid {name.replace('_', '-')} {v!r}: must be a positive integer")

@@ -16,10 +16,11 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
+from ledger.errors import LedgerError
 from ledger.fold.events import EVENT_SCHEMA
 from ledger.fold.state import State
 from ledger.store.checkpoint import state_to_table, table_to_state
-from ledger.store.writer import VIEW_FILE
+from ledger.store.writer import VIEW_FILE, view_witness
 from storage import SegmentedLog, StorageError
 from storage.fs import FileSystem
 from storage.verify import LogVerifyReport, Problem, verify_log
@@ -61,7 +62,12 @@ class VerifyReport(msgspec.Struct):
 def verify_ledger(root: str | Path, *, fs: FileSystem | None = None) -> VerifyReport:
     """Check the ledger at `root`; never raises for bad data (it becomes a problem)."""
     root = Path(root)
-    log_report = verify_log(root, EVENT_SCHEMA, fs)
+    try:
+        witness = view_witness(root)
+    except LedgerError:  # a writer holds the view: only frames and checkpoints can prove then
+        witness = None
+    log_report = verify_log(root, EVENT_SCHEMA, fs, durability=_durability(root),
+                            witness=witness)
     if _durability(root) != "always":  # a power cut may lose an unsynced tail: not corruption
         for problem in [p for p in log_report.problems if p.kind == "beyond_end"]:
             log_report.problems.remove(problem)

@@ -19,6 +19,7 @@ import pyarrow as pa
 from ledger.errors import LedgerError
 from ledger.fold.events import EVENT_SCHEMA
 from ledger.fold.state import Key, QueueKey, State
+from ledger.store.checkpoint import store_times
 
 DDL = """
 CREATE TABLE IF NOT EXISTS offsets (
@@ -42,8 +43,10 @@ CREATE TABLE IF NOT EXISTS groups (
 );
 CREATE TABLE IF NOT EXISTS appends (
     topic VARCHAR NOT NULL, queue_id INTEGER NOT NULL, first_offset BIGINT NOT NULL,
-    ts BIGINT NOT NULL, store_ts BIGINT NOT NULL
+    ts BIGINT NOT NULL, store_ts BIGINT
 );
+-- null store_ts: unknown (an importer's bound); files written before that allowed it
+ALTER TABLE appends ALTER COLUMN store_ts DROP NOT NULL;
 CREATE TABLE IF NOT EXISTS view_position (next_seq BIGINT NOT NULL);
 """
 #: The views over the tables (also created in the read-only SQL sandbox over copies of them).
@@ -339,6 +342,24 @@ class View:
         self.con.close()
 
 
+def stored_position(path: Path) -> int | None:
+    """The log position the view file at `path` records (None: no file, or never written), read
+    in a short read-only connection: a writer opening the log asks it before the view is open."""
+    if not path.exists():
+        return None
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as e:
+        raise LedgerError(f"cannot read the view {path}: {' '.join(str(e).split())[:200]}") from None
+    try:
+        row = con.execute("SELECT max(next_seq) FROM view_position").fetchone()
+    except duckdb.CatalogException:  # a view file without the table: never written
+        return None
+    finally:
+        con.close()
+    return row[0] if row else None
+
+
 def _new_appends(state: State, queues: Any, held: dict[QueueKey, int]) -> pa.Table:
     """The appends of `queues` the table does not hold yet, as Arrow (no per-row tuples)."""
     parts: dict[str, list] = {name: [] for name in _APPENDS_SCHEMA.names}
@@ -354,7 +375,7 @@ def _new_appends(state: State, queues: Any, held: dict[QueueKey, int]) -> pa.Tab
         parts["queue_id"].append(pa.array([qk[1]] * n, pa.int32()))
         parts["first_offset"].append(pa.array(q.append_offset[start:], pa.int64()))
         parts["ts"].append(pa.array(q.append_ts[start:], pa.int64()))
-        parts["store_ts"].append(pa.array(q.append_store_ts[start:], pa.int64()))
+        parts["store_ts"].append(store_times(q.append_store_ts[start:]))
     return pa.Table.from_arrays(
         [pa.chunked_array(parts[f.name], f.type) for f in _APPENDS_SCHEMA], schema=_APPENDS_SCHEMA)
 

@@ -27,8 +27,16 @@ from ledger.fold.state import State
 from ledger.store import settings as settings_mod
 from ledger.store.checkpoint import state_to_table, table_to_state
 from ledger.store.settings import LedgerSettings
-from ledger.store.view import View
-from storage import CorruptSegmentError, FileSystem, LogSettings, SegmentedLog, StorageError
+from ledger.store.view import View, stored_position
+from ledger.timeparse import iso
+from storage import (
+    CorruptSegmentError,
+    FileSystem,
+    LogSettings,
+    SegmentedLog,
+    StorageError,
+    Witness,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +60,8 @@ class Writer:
     """One data directory's log, state, view and clock; the only place events become durable."""
 
     def __init__(self, root: Path, log: SegmentedLog, state: State, view: View,
-                 settings: LedgerSettings, clock: Callable[[], int], readonly: bool) -> None:
+                 settings: LedgerSettings, clock: Callable[[], int], readonly: bool,
+                 backfill: bool = False) -> None:
         self.root = root
         self.log = log
         self.state = state
@@ -60,6 +69,8 @@ class Writer:
         self.settings = settings
         self.clock = clock
         self.readonly = readonly
+        #: This handle's commands may carry a `ts` beyond the clock skew (simulations, replays).
+        self.backfill = backfill
         self.unusable: str | None = None
         self.last_append_s = 0.0  # how long the last append took (write + fsync): metrics
         self._batches_since_flush = 0
@@ -70,17 +81,18 @@ class Writer:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def open(cls, root: Path, *, clock: Callable[[], int], fs: FileSystem | None = None,
-             **settings: Any) -> Writer:
-        """Open (creating if needed) a data directory as its single writer."""
+             backfill: bool = False, **settings: Any) -> Writer:
+        """Open (creating if needed) a data directory as its single writer; `backfill`: its
+        commands may carry times ahead of the clock (see `ts_limit_ms`)."""
         cfg = settings_mod.merged(root, settings)
         log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
-                                fs=fs)
+                                fs=fs, witness=lambda: view_witness(root))
         try:
             if settings and any(v is not None for v in settings.values()):
                 settings_mod.save(root, cfg)  # only the lock holder may change them
             state = load_state(log)
             view = View.open(root / VIEW_FILE)
-            writer = cls(root, log, state, view, cfg, clock, readonly=False)
+            writer = cls(root, log, state, view, cfg, clock, readonly=False, backfill=backfill)
             if view.position() != log.next_seq:
                 view.write_full(state, log.next_seq)
             else:
@@ -143,6 +155,24 @@ class Writer:
     def now_ms(self) -> int:
         """Ledger time: never goes backwards (ts = max(clock, last ts))."""
         return max(self.clock(), self.state.last_ts)
+
+    def ts_limit_ms(self) -> int:
+        """The latest `ts` a sender that may not backfill may give: the clock plus the clock
+        skew (DESIGN.md, Security rules). Ledger time never goes back, so one ts far ahead would
+        stamp every later event with it and expire every other group's offsets."""
+        return self.clock() + self.settings.clock_skew_ms
+
+    def check_ts(self, ts_ms: int, given: object, limit_ms: int | None) -> int:
+        """`ts_ms` (parsed from `given`) when it is at most `limit_ms` (None: the sender may
+        backfill); else InvalidInput naming the value, the clock and the skew."""
+        if limit_ms is None or ts_ms <= limit_ms:
+            return ts_ms
+        skew = self.settings.clock_skew_ms
+        shown = repr(given) if isinstance(given, str) else str(given)
+        raise InvalidInput(
+            f"invalid ts {shown} ({iso(ts_ms)}): more than clock_skew_ms {skew} ahead of the "
+            f"ledger's clock ({iso(limit_ms - skew)}); the ledger's time never goes back, so "
+            "only a sender that may backfill gives later times")
 
     def check_writable(self) -> None:
         if self.readonly:
@@ -250,6 +280,14 @@ class Writer:
         self.check_writable()
         self.state = load_state(self.log)
         self.view.write_full(self.state, self.log.next_seq)
+
+
+def view_witness(root: Path) -> Witness | None:
+    """What the view proves acknowledged: it is flushed only while the state equals the log, after
+    the append (and its fsync under durability "always"), so every event before its position
+    was acknowledged. A damaged WAL frame below it is corruption, never a torn tail to cut."""
+    position = stored_position(root / VIEW_FILE)
+    return None if position is None else Witness(position, f"the view {VIEW_FILE}")
 
 
 def load_state(log: SegmentedLog) -> State:

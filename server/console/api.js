@@ -38,6 +38,10 @@ const OL = (() => {
     return doc;
   }
 
+  /** The API path of a group's resource: the name percent-encoded once (a `%` in a name is
+   * sent as %25; the server decodes a path once), `groupPath("a%41", "reset")`. */
+  const groupPath = (group, ...rest) => ["/v1/groups", encodeURIComponent(group), ...rest].join("/");
+
   /** An element: h("a", {href: "#", class: "x"}, "text", child). Strings become text nodes. */
   function h(tag, attrs, ...children) {
     const el = document.createElement(tag);
@@ -165,6 +169,6 @@ const OL = (() => {
     performance.mark("ol-ready"); // what bench/console_bench.py times
   }
 
-  return { api, ApiError, h, num, duration, time, fromLocalInput, toLocalInput, SEVERITY, status,
+  return { api, ApiError, groupPath, h, num, duration, time, fromLocalInput, toLocalInput, SEVERITY, status,
     table, showError, can, start };
 })();

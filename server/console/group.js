@@ -27,8 +27,8 @@ OL.start(async (me) => {
 
   async function loadQueues() {
     const [progress, lag] = await Promise.all([
-      OL.api("GET", `/v1/groups/${encodeURIComponent(group)}/progress`),
-      OL.api("GET", `/v1/groups/${encodeURIComponent(group)}/lag`)]);
+      OL.api("GET", OL.groupPath(group, "progress")),
+      OL.api("GET", OL.groupPath(group, "lag"))]);
     const statusOf = new Map(lag.queues.map((q) => [`${q.topic}:${q.queue_id}`, q.status]));
     page.progress = progress.map((r) => ({ ...r, status: statusOf.get(`${r.topic}:${r.queue_id}`) }));
     document.getElementById("title").replaceChildren(`Group ${group} `, OL.status(lag.status));

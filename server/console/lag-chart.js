@@ -59,10 +59,9 @@ async function lagChart(page, section) {
     if (followNow) end.value = OL.toLocalInput(until);
     const every = Math.max(1000, Math.ceil(Number(span.value) / CHART_POINTS / 1000) * 1000);
     const since = until - every * Math.ceil(Number(span.value) / every); // `until` is a step too
-    const g = encodeURIComponent(page.group);
     const canHistory = OL.can(page.me, "audit");
     const [series, resets] = await Promise.all([
-      OL.api("GET", `/v1/groups/${g}/lag/series`, { query: { since, until, every } }),
+      OL.api("GET", OL.groupPath(page.group, "lag", "series"), { query: { since, until, every } }),
       canHistory ? OL.api("GET", "/v1/history", { query: { group: page.group, kind: "reset", since, until } })
         : Promise.resolve([])]);
     const { x, lag, lagS } = sumSeries(series);

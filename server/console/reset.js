@@ -71,7 +71,7 @@ function resetForm(page, target) {
     return { topics: specs };
   }
 
-  const url = `/v1/groups/${encodeURIComponent(page.group)}/reset`;
+  const url = OL.groupPath(page.group, "reset");
   const planColumns = [
     { label: "topic", key: "topic" },
     { label: "queue", key: "queue_id", num: true },

@@ -16,10 +16,9 @@ function stateAt(page, target) {
 
   async function show() {
     const when = OL.fromLocalInput(at.value);
-    const g = encodeURIComponent(page.group);
     const [state, lag] = await Promise.all([
       OL.api("GET", "/v1/state", { query: { at: when, group: page.group } }),
-      OL.api("GET", `/v1/groups/${g}/lag`, { query: { at: when } })]);
+      OL.api("GET", OL.groupPath(page.group, "lag"), { query: { at: when } })]);
     const key = (r) => `${r.topic}:${r.queue_id}`;
     const then = new Map(state.map((r) => [key(r), r]));
     const thenLag = new Map(lag.queues.map((q) => [key(q), q]));

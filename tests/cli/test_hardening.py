@@ -94,11 +94,15 @@ def test_sigint_in_the_middle_of_an_apply_leaves_the_view_behind_or_at_the_log(
 @pytest.mark.parametrize(("query", "fragment"), [
     ("WITH x AS (SELECT 1) DELETE FROM offsets", "not a DELETE statement"),
     ("WITH x AS (SELECT 1) UPDATE offsets SET committed_offset = 0 RETURNING *",
-     "not a UPDATE statement"),
+     "not an UPDATE statement"),
     ("SELECT * FROM read_csv('/etc/passwd')", "Permission Error"),
     ("SELECT * FROM read_text('/etc/passwd')", "Permission Error"),
     ("SELECT * FROM read_parquet('/etc/hostname')", "Permission Error"),
-    ("INSTALL httpfs", "not a LOAD statement"),
+    ("INSTALL httpfs", "not an INSTALL statement"),
+    ("/* c */ force install httpfs", "not a FORCE INSTALL statement"),
+    ("LOAD httpfs", "not a LOAD statement"),
+    ("ATTACH 'x.db'", "not an ATTACH statement"),
+    ("CHECKPOINT", "not a CHECKPOINT statement"),
     ("SELECT 1; SELECT 2", "one read-only statement, got 2"),
     ("SELEC 1", "syntax error"),
 ])

@@ -158,7 +158,7 @@ def test_apply_from_stdin_prints_ndjson_even_without_json(committed: Cli) -> Non
     assert r.exit_code == 0
     results = [json.loads(x) for x in r.stdout.splitlines()]
     assert results[0]["max_offset"] == 3
-    assert results[1] == {"line": 2, "error": "line 2: empty line"}
+    assert results[1] == {"line": 2}  # a blank line: nothing to do, and no error
 
 
 def test_apply_of_a_missing_file_is_exit_2(committed: Cli) -> None:

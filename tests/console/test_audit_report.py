@@ -66,3 +66,46 @@ def test_the_report_draws_offline_with_resets_marked(tmp_path: Path, page: objec
     assert "reset by alice" in tip and "INC-7 replay the outage" in tip and "orders:0 60 -> 15" in tip
     assert page.locator(f"#{one_bucket} .reset-marker").count() == 0  # type: ignore[attr-defined]
     shots.take(page, "audit-report", full_page=True)
+
+
+HOSTILE_REASON = "INC-9 <!--<script> </script> <!-- & \u2028 \u2029 end"
+
+
+def _hostile_result() -> dict:
+    result = audit_result()
+    result["resets"][0]["reason"] = HOSTILE_REASON
+    return result
+
+
+def test_a_reset_reason_cannot_break_the_reports_script(tmp_path: Path, page: object) -> None:
+    """A reason holding `<!--<script>` put the HTML parser in its script data escape states, so
+    the data's `</script>` no longer closed the element and the charts never drew: the data is
+    now written without any `<`, and the reason reaches the chart exactly as typed."""
+    report = tmp_path / "audit.html"
+    write_report(report, _hostile_result(), lag_series())
+    page.goto(report.as_uri())  # type: ignore[attr-defined]
+    page.wait_for_selector("body[data-ready='1']")  # type: ignore[attr-defined]
+    chart = page.locator(".lag-chart").first  # type: ignore[attr-defined]
+    chart.locator(".reset-marker").hover()
+    tip = chart.locator(".reset-tip").inner_text()
+    assert "INC-9 <!--<script> </script> <!-- & " in tip and tip.count("end") == 1
+    assert page.evaluate(  # type: ignore[attr-defined]
+        "JSON.parse(document.getElementById('report-data').textContent)"
+        ".lag[0].resets[0].reason") == HOSTILE_REASON
+
+
+def test_the_reports_data_element_holds_exactly_the_data(tmp_path: Path) -> None:
+    """Parsed as an HTML parser does: the data element's text ends at the first `</script`,
+    and holds no `<` that could start an escape; JSON.parse of it gives the data back."""
+    import json
+    import re
+
+    report = tmp_path / "audit.html"
+    write_report(report, _hostile_result(), lag_series())
+    text = report.read_text()
+    start = text.index("<script type='application/json' id='report-data'>")
+    body = text[start:].split(">", 1)[1]
+    data = body[:re.search(r"</script", body, re.IGNORECASE).start()]
+    assert "<" not in data
+    parsed = json.loads(data)
+    assert parsed["lag"][0]["resets"][0]["reason"] == HOSTILE_REASON

@@ -70,3 +70,28 @@ def test_executing_a_plan_after_its_queues_moved_is_refused(demo_server: Server,
         f"from offset {before.replace(',', '')} and is now at 2010: plan the reset again.")
     with demo_server.client() as c:
         assert c.history(group="analytics", kind="reset") == []
+
+
+def test_a_group_named_with_a_percent_is_the_group_the_console_resets(demo_server: Server,
+                                                                      page: object) -> None:
+    """`%` is a name character: the console's URLs carry `a%41` as `a%2541`, which the server
+    used to decode twice and reset group `aA`. The tokenless console's reset names its actor."""
+    with demo_server.client() as c:
+        assert not [r for r in c.commands([
+            {"op": "commit", "group": g, "topic": DEMO_TOPIC, "queue_id": 0, "offset": 900}
+            for g in ("a%41", "aA")]) if "error" in r]
+    open_page(page, demo_server.url + "/console/group.html?group=a%2541")
+    assert committed(page, f"{DEMO_TOPIC}:0") == "900"
+    page.fill("#reset-topics", f"{DEMO_TOPIC}:0")  # type: ignore[attr-defined]
+    page.select_option("#reset-scenario", "shift_by")  # type: ignore[attr-defined]
+    page.fill("#reset-number", "-100")  # type: ignore[attr-defined]
+    page.click("#reset-plan")  # type: ignore[attr-defined]
+    page.wait_for_selector("#reset-summary")  # type: ignore[attr-defined]
+    page.fill("#reset-reason", "percent")  # type: ignore[attr-defined]
+    page.click("#reset-execute")  # type: ignore[attr-defined]
+    page.wait_for_selector("#reset-status.ok-msg")  # type: ignore[attr-defined]
+    with demo_server.client() as c:
+        [reset] = c.history(group="a%41", kind="reset")
+        assert (reset["offset"], reset["actor"]) == (800, "loopback")
+        assert c.history(group="aA", kind="reset") == []
+        assert [c.progress(g)[0]["committed_offset"] for g in ("aA", "a%41")] == [900, 800]

@@ -27,7 +27,7 @@ def _run(root: Path, commands: object, **kw: object) -> tuple[list, pa.Table, li
     column_min = executor.COLUMN_MIN
     executor.COLUMN_MIN = 10**12 if per_command else column_min
     try:
-        with Ledger.open(root, clock=FakeClock(), segment_events_max=5_000, **kw) as led:
+        with Ledger.open(root, backfill=True, clock=FakeClock(), segment_events_max=5_000, **kw) as led:
             results = list(led.apply(commands))  # type: ignore[arg-type]
             log = led.log.read()
             snapshot = led.snapshot()
@@ -87,7 +87,7 @@ def test_most_lines_fold_column_wise(tmp_path, monkeypatch):
     """Not a timing test: the vector path must actually take the common case."""
     folded = _count_folds(monkeypatch)
     table = commands_table(60_000, seed=4, groups=20, topics=2, queues=4)
-    with Ledger.open(tmp_path, clock=FakeClock()) as led:
+    with Ledger.open(tmp_path, backfill=True, clock=FakeClock()) as led:
         assert sum(1 for _ in led.apply(table)) == table.num_rows
     vector, total = map(sum, zip(*folded, strict=True))
     assert vector > 0.8 * total
@@ -174,7 +174,7 @@ def test_apply_arrow_returns_the_same_results_as_a_table(tmp_path):
 
     table = commands_table(20_000, seed=6, groups=6, topics=2, queues=3)
     dicts = _run(tmp_path / "dicts", _as_dicts(table))
-    with Ledger.open(tmp_path / "arrow", clock=FakeClock(), segment_events_max=5_000) as led:
+    with Ledger.open(tmp_path / "arrow", backfill=True, clock=FakeClock(), segment_events_max=5_000) as led:
         got = led.apply_arrow(table)
         log = led.log.read()
     assert got.schema == RESULT_SCHEMA
@@ -209,7 +209,7 @@ def test_checkpoints_written_mid_apply_hold_the_state_at_their_seq(tmp_path):
 
     table = commands_table(40_000, seed=8, groups=10, topics=2, queues=3)
     seen: set[int] = set()
-    with Ledger.open(tmp_path, clock=FakeClock(), segment_events_max=3_000,
+    with Ledger.open(tmp_path, backfill=True, clock=FakeClock(), segment_events_max=3_000,
                      checkpoint_interval_events=2_000, apply_column_batch_commands=2_500) as led:
         for start in range(0, table.num_rows, 10_000):  # the log keeps the latest checkpoints
             led.apply_arrow(table.slice(start, 10_000))
@@ -227,12 +227,12 @@ def test_segments_sealed_in_the_background_get_their_checkpoint_and_close_lists_
     """The ledger seals on the log's sealer thread: each seal is listed by a later append (or
     close), which writes the checkpoint at that point; nothing is left for the next open."""
     table = commands_table(20_000, seed=9, groups=10, topics=2, queues=3)
-    with Ledger.open(tmp_path, clock=FakeClock(), segment_events_max=3_000,
+    with Ledger.open(tmp_path, backfill=True, clock=FakeClock(), segment_events_max=3_000,
                      checkpoint_interval_events=10**9, apply_column_batch_commands=2_500) as led:
         assert led.log.settings.seal_in_background
         led.apply_arrow(table)
         end = led.log.next_seq
-    with Ledger.open(tmp_path, clock=FakeClock()) as again:
+    with Ledger.open(tmp_path, backfill=True, clock=FakeClock()) as again:
         assert again.log.recovery.sealed == () and again.log.recovery.files_deleted == ()
         segments = again.log.segments()
         assert [s.end_seq - s.base_seq for s in segments] == [3_000] * (end // 3_000)
@@ -249,7 +249,7 @@ def test_a_read_lists_a_background_seal_and_the_next_append_checkpoints_at_it(tm
     reads scan Parquet, not a segment's worth of WAL rows; the checkpoint follows at the next
     append (a read may come in the middle of an apply)."""
     table = commands_table(12_000, seed=9, groups=10, topics=2, queues=3)
-    with Ledger.open(tmp_path, clock=FakeClock(), segment_events_max=5_000,
+    with Ledger.open(tmp_path, backfill=True, clock=FakeClock(), segment_events_max=5_000,
                      checkpoint_interval_events=10**9) as led:
         led.apply_arrow(table.slice(0, 10_000))
         listed = [s.end_seq for s in led.log.segments()]
@@ -268,7 +268,7 @@ def test_a_read_lists_a_background_seal_and_the_next_append_checkpoints_at_it(tm
 def test_state_between_yielded_batches_is_current(tmp_path):
     """`apply` yields a batch's results once durable; the caller may read the state then."""
     table = commands_table(20_000, seed=9, groups=6, topics=2, queues=3)
-    with Ledger.open(tmp_path, clock=FakeClock(), apply_column_batch_commands=1_500) as led:
+    with Ledger.open(tmp_path, backfill=True, clock=FakeClock(), apply_column_batch_commands=1_500) as led:
         checked = 0
         for result in led.apply(table):
             if result["line"] % 1_500 == 0:
@@ -304,7 +304,7 @@ def test_first_pulls_of_new_keys_fold_column_wise_with_their_initial_event(tmp_p
     results = []
     for name, how in (("dicts", "dicts"), ("columns", "columns")):
         folded = _count_folds(monkeypatch)
-        with Ledger.open(tmp_path / name, clock=FakeClock()) as led:
+        with Ledger.open(tmp_path / name, backfill=True, clock=FakeClock()) as led:
             list(led.apply(_as_dicts(pa.Table.from_pylist(setup, schema=LINE_SCHEMA))))
             table = pa.Table.from_pylist(lines, schema=LINE_SCHEMA)
             out = list(led.apply(_as_dicts(table) if how == "dicts" else table))

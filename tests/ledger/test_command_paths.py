@@ -106,7 +106,7 @@ def _via_methods(led: Ledger, clock: FakeClock) -> list[Any]:
 
 def _log(root: Path, run: Any) -> tuple[pa.Table, list[Any]]:
     clock = FakeClock(T0)
-    with Ledger.open(root, clock=clock, segment_events_max=7) as led:
+    with Ledger.open(root, backfill=True, clock=clock, segment_events_max=7) as led:
         results = run(led, clock)
         events = led.log.read()
     return events, results
@@ -217,7 +217,7 @@ def test_each_command_of_a_batch_carries_its_senders_name(tmp_path: Path,
     """The server's group commit: one batch, commands from several tokens; every event's actor
     is its sender's name, whatever the command claims."""
     monkeypatch.setattr(executor, "COLUMN_MIN", fold_min)
-    with Ledger.open(tmp_path / "d", clock=FakeClock()) as led:
+    with Ledger.open(tmp_path / "d", backfill=True, clock=FakeClock()) as led:
         led.queue_append(T, 0, 100)
         led.group_set(G, initial="earliest")
         batch = [Pull(group=G, topic=T, queue_id=0, client="c1"),
@@ -238,7 +238,7 @@ def test_each_command_of_a_batch_carries_its_senders_name(tmp_path: Path,
 def test_a_denied_command_runs_not_and_a_denied_reset_is_recorded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fold_min: int) -> None:
     monkeypatch.setattr(executor, "COLUMN_MIN", fold_min)
-    with Ledger.open(tmp_path / "d", clock=FakeClock()) as led:
+    with Ledger.open(tmp_path / "d", backfill=True, clock=FakeClock()) as led:
         led.queue_append(T, 0, 100)
         led.group_set(G, initial="earliest")
         led.pull(G, T, 0, client="c1")

@@ -41,7 +41,7 @@ def queues(doc: list[dict], group: str) -> dict[int, dict]:
 
 @pytest.fixture
 def led(tmp_path: Path) -> Iterable[Ledger]:
-    with Ledger.open(tmp_path / "data", clock=FakeClock(0)) as ledger:
+    with Ledger.open(tmp_path / "data", backfill=True, clock=FakeClock(0)) as ledger:
         yield ledger
 
 
@@ -170,7 +170,7 @@ def test_time_lag_is_null_where_the_bounds_are_unknown(led: Ledger) -> None:
 
 def test_lag_ms_of_progress_matches_lag_now(tmp_path: Path) -> None:
     clock = FakeClock(0)
-    with Ledger.open(tmp_path / "data", clock=clock) as led:
+    with Ledger.open(tmp_path / "data", backfill=True, clock=clock) as led:
         apply(led, [append(0, 10, 5 * S, store=3 * S), append(0, 10, 6 * S, store=4 * S),
                     commit("g", 0, 12, 7 * S)])
         clock.now = 60 * S
@@ -207,7 +207,7 @@ def test_broadcast_group_lag_is_the_slowest_live_client(led: Ledger) -> None:
 def test_windows_reach_back_across_checkpoints(tmp_path: Path) -> None:
     """Many small segments and checkpoints: a window of 10 spans several of them; a key younger
     than its window (first commit at 25 s) has what it has."""
-    with Ledger.open(tmp_path / "data", clock=FakeClock(0), segment_events_max=9,
+    with Ledger.open(tmp_path / "data", backfill=True, clock=FakeClock(0), segment_events_max=9,
                      checkpoint_interval_events=5) as led:
         lines = [append(0, 10_000, S), append(1, 10_000, S)]
         for i in range(1, 40):
@@ -230,13 +230,13 @@ def test_lag_ms_survives_a_reopen_and_log_retention(tmp_path: Path) -> None:
     store time of an old message is still known."""
     clock = FakeClock(0)
     root = tmp_path / "data"
-    with Ledger.open(root, clock=clock, segment_events_max=4) as led:
+    with Ledger.open(root, backfill=True, clock=clock, segment_events_max=4) as led:
         apply(led, [append(0, 10, S, store=S // 2), commit("g", 0, 3, 2 * S)]
               + [append(1, 1, (10 + i) * S) for i in range(20)])
         clock.now = 100 * S
         led.retention(log_retention_ms=50 * S)
         assert led.log.start_seq > 0
-    with Ledger.open(root, clock=clock) as led:
+    with Ledger.open(root, backfill=True, clock=clock) as led:
         q = led.lag(group="g")[0]["queues"][0]
         assert (q["lag"], q["lag_ms"]) == (7, 100 * S - S // 2)
 

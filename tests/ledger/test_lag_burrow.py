@@ -23,7 +23,7 @@ def build(case: BurrowCase, root: Path) -> None:
     the sync, for a move backwards), then the appends after the last entry."""
     clock = FakeClock(0)
     max_offset = 0
-    with Ledger.open(root, clock=clock) as led:
+    with Ledger.open(root, backfill=True, clock=clock) as led:
         for i, (ts, offset, lag) in enumerate(case.entries):
             lines = []
             if offset + lag > max_offset:

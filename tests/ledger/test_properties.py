@@ -107,25 +107,25 @@ def test_every_path_agrees_with_the_reference_model(tmp_path_factory, lines, bat
 
     # apply of dicts (the NDJSON path), in batches of `batch` lines
     # (small segments and checkpoint intervals: state-at and the rebuild read across them)
-    with Ledger.open(root / "dicts", clock=FakeClock(), apply_batch_commands=batch,
+    with Ledger.open(root / "dicts", backfill=True, clock=FakeClock(), apply_batch_commands=batch,
                      segment_events_max=7, checkpoint_interval_events=11, **settings) as led:
         assert_results(list(led.apply(lines)), want, lines, "dicts")
         assert_ledger_agrees(led, model, times, "dicts")
         led.rebuild()  # from the newest checkpoint plus the log
         assert_view(view_tables(lambda sql: rows(led.sql(sql))), model, "rebuild")
-    with Ledger.open(root / "dicts", clock=FakeClock(), fs=NoSyncFS()) as led:
+    with Ledger.open(root / "dicts", backfill=True, clock=FakeClock(), fs=NoSyncFS()) as led:
         assert_ledger_agrees(led, model, times, "reopen")
 
     # apply of an Arrow table: the column-wise fold
     table = pa.Table.from_pylist(lines, schema=LINE_SCHEMA)
-    with Ledger.open(root / "table", clock=FakeClock(), apply_column_batch_commands=batch,
+    with Ledger.open(root / "table", backfill=True, clock=FakeClock(), apply_column_batch_commands=batch,
                      **settings) as led:
         assert_results(list(led.apply(table)), want, lines, "table")
         assert_ledger_agrees(led, model, times, "table")
 
     # the typed methods, the clock set to each line's ts
     clock = FakeClock()
-    with Ledger.open(root / "typed", clock=clock, **settings) as led:
+    with Ledger.open(root / "typed", backfill=True, clock=clock, **settings) as led:
         got = []
         for line in lines:
             clock.now = line["ts"]

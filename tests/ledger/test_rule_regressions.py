@@ -43,7 +43,7 @@ def _assert_state_is_durable(led: Ledger, root: Path) -> list[tuple]:
     view = {t: sorted(led.sql(f"SELECT * FROM {t}").to_pylist(), key=repr)
             for t in ("offsets", "client_offsets", "queues", "groups")}
     led.close()
-    with Ledger.open(root, clock=FakeClock(T0)) as again:
+    with Ledger.open(root, backfill=True, clock=FakeClock(T0)) as again:
         assert _canonical(again.state) == live, "the state differs after a reopen"
         assert {t: sorted(again.sql(f"SELECT * FROM {t}").to_pylist(), key=repr)
                 for t in view} == view, "the view differs after a reopen"
@@ -58,7 +58,7 @@ def _run(tmp_path: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for name, given in (("dicts", stamped),
                         ("table", pa.Table.from_pylist(stamped, schema=LINE_SCHEMA))):
         root = tmp_path / name
-        led = Ledger.open(root, clock=FakeClock(T0))
+        led = Ledger.open(root, backfill=True, clock=FakeClock(T0))
         try:
             results = list(led.apply(given))
             events = led.log.read().drop_columns(["detail"]).to_pylist()
@@ -144,7 +144,7 @@ def test_a_refused_commit_of_a_new_broadcast_client_changes_nothing(tmp_path):
     """Rule 2: a refusal appends nothing, so it changes no state either (no empty position
     of the refused client, which a later reset would write an event for)."""
     root = tmp_path / "data"
-    with Ledger.open(root, clock=FakeClock(T0)) as led:
+    with Ledger.open(root, backfill=True, clock=FakeClock(T0)) as led:
         led.queue_append(T, 0, 100)
         led.group_set(G, mode="broadcast", initial="earliest")
         led.pull(G, T, 0, client="a")
@@ -188,7 +188,7 @@ def test_a_null_ts_is_the_clock_on_every_path(tmp_path):
     for i, given in enumerate((
             [line], pa.Table.from_pylist([line], schema=LINE_SCHEMA),
             json.dumps(line).encode() + b"\n")):
-        with Ledger.open(tmp_path / str(i), clock=clock) as led:
+        with Ledger.open(tmp_path / str(i), backfill=True, clock=clock) as led:
             if isinstance(given, bytes):
                 ((text, _, _),) = led.apply_ndjson(io.BytesIO(given))
                 results = [json.loads(text)]
@@ -209,7 +209,7 @@ def test_a_reviewed_backward_only_plan_executes_the_targets_it_shows(tmp_path):
     r = _run(tmp_path / "one-call", [*lines, {**_reset_to(0), "backward_only": True}])
     assert r[-1]["plan"][0]["to_offset"] == 0 and r[-1]["executed"] is True
     root = tmp_path / "reviewed"
-    with Ledger.open(root, clock=FakeClock(T0)) as led:
+    with Ledger.open(root, backfill=True, clock=FakeClock(T0)) as led:
         list(led.apply(lines))
         plan = led.reset(G, Scenario("to_offset", 0), scope=Scope(topics=((T, (0,)),)),
                          backward_only=True)

@@ -68,7 +68,7 @@ def brute_first_seq_after(led: Ledger, ts: int) -> int:
 def test_state_at_equals_the_full_query(tmp_path_factory, monkeypatch, lines, segment):
     root = tmp_path_factory.mktemp("fast")
     model, _ = model_run(lines, clock_ms=T0, offsets_retention_ms=OFFSETS_RETENTION_MS)
-    with Ledger.open(root, clock=FakeClock(), segment_events_max=segment,
+    with Ledger.open(root, backfill=True, clock=FakeClock(), segment_events_max=segment,
                      checkpoint_interval_events=7, offsets_retention_ms=OFFSETS_RETENTION_MS,
                      fs=NoSyncFS()) as led:
         for line in lines:  # a batch per line: segments and checkpoints fall between any two
@@ -102,7 +102,7 @@ def test_broadcast_set_in_the_range_and_at_the_checkpoint(tmp_path):
     """A group at broadcast at the checkpoint, one set to it after, one set back to clustering,
     one deleted: every branch of the split, against the full query."""
     clock = FakeClock()
-    with Ledger.open(tmp_path / "d", clock=clock, segment_events_max=1000,
+    with Ledger.open(tmp_path / "d", backfill=True, clock=clock, segment_events_max=1000,
                      checkpoint_interval_events=12) as led:
         cmds = [{"op": "queue_append", "topic": t, "queue_id": q, "count": 100}
                 for t in TOPICS for q in QUEUES]
@@ -149,13 +149,13 @@ def small_row_groups(monkeypatch) -> Iterator[int]:
 def test_first_seq_after_at_row_group_boundaries(tmp_path, small_row_groups, monkeypatch):
     clock = FakeClock()
     root = tmp_path / "d"
-    with Ledger.open(root, clock=clock, segment_events_max=20) as led:
+    with Ledger.open(root, backfill=True, clock=clock, segment_events_max=20) as led:
         # ts advances every 3 events, so equal ts values straddle the 4-event row groups
         for i in range(67):
             if i % 3 == 0:
                 clock.advance(10)
             list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
-    with Ledger.open(root, clock=clock) as led:  # every full segment listed
+    with Ledger.open(root, backfill=True, clock=clock) as led:  # every full segment listed
         clock.advance(10)
         for _ in range(2):  # a tail after the last sealed event, two at the same ts
             list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
@@ -190,7 +190,7 @@ def brute_first_seq_after_plain(ts: list[int], t: int) -> int:
 def test_first_seq_after_reads_the_whole_segment_without_statistics(
         tmp_path, small_row_groups, monkeypatch):
     clock = FakeClock()
-    with Ledger.open(tmp_path / "d", clock=clock, segment_events_max=20) as led:
+    with Ledger.open(tmp_path / "d", backfill=True, clock=clock, segment_events_max=20) as led:
         for _ in range(45):
             clock.advance(5)
             list(led.apply([{"op": "queue_append", "topic": "t", "queue_id": 0, "count": 1}]))
@@ -203,7 +203,7 @@ def test_first_seq_after_reads_the_whole_segment_without_statistics(
 
 def test_row_group_after_names_the_first_row_group_past_ts(tmp_path, small_row_groups):
     clock = FakeClock()
-    with Ledger.open(tmp_path / "d", clock=clock, segment_events_max=20) as led:
+    with Ledger.open(tmp_path / "d", backfill=True, clock=clock, segment_events_max=20) as led:
         for i in range(20):
             if i % 3 == 0:
                 clock.advance(10)

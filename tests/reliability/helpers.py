@@ -3,12 +3,14 @@ model's fold of the log"."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
 
 from ledger import Ledger
 from ledger.store.writer import VIEW_FILE
+from tests.support.cli import Cli
 from tests.support.oracle import log_view, rows, view_file, view_tables
 
 T, G = "orders", "billing"
@@ -46,3 +48,17 @@ def assert_view_is_a_replay(root: Path) -> pa.Table:
         assert view_tables(lambda sql: rows(led.sql(sql))) == log_view(events)
         assert events.column("seq").to_pylist() == list(range(events.num_rows))
     return events
+
+
+def flip_byte(path: Path, position: int, mask: int = 0x04) -> None:
+    """Damage one byte of a file (flipping it again undoes it)."""
+    content = bytearray(path.read_bytes())
+    content[position] ^= mask
+    path.write_bytes(bytes(content))
+
+
+def verify_json(root: Path) -> tuple[int, dict]:
+    """`offset-ledger verify --json`: its exit code and report (never a traceback)."""
+    r = Cli(root)("verify", "--json")
+    assert "Traceback" not in r.stdout + r.stderr
+    return r.exit_code, json.loads(r.stdout)

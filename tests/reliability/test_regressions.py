@@ -76,7 +76,8 @@ def test_a_time_past_year_9999_is_refused_instead_of_breaking_every_later_read(
     cli = Cli(tmp_path / "data")
     lines = [{"op": "queue_append", "topic": "t", "queue_id": 0, "ts": 10**17},
              {"op": "queue_append", "topic": "t", "queue_id": 0, "ts": 253_402_300_799_999}]
-    r = cli("apply", "-", "--json", input="".join(json.dumps(x) + "\n" for x in lines))
+    r = cli("apply", "-", "--backfill", "--json",  # the last instant is far in the future
+            input="".join(json.dumps(x) + "\n" for x in lines))
     first, second = (json.loads(x) for x in r.stdout.splitlines())
     assert "out of range" in first["error"] and second["seq"] == 0
     r = cli("history", "--json")

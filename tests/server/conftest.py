@@ -131,10 +131,14 @@ def add_token(tokens: Path, name: str, *roles: str, groups: tuple[str, ...] = ()
 def raw(server: Server, method: str, path: str, body: bytes | None = None,
         headers: dict[str, str] | None = None) -> tuple[int, Any]:
     """One request over a fresh connection, as sent (no client library in between): the
-    status and the decoded JSON body (or the raw text when it is not JSON)."""
+    status and the decoded JSON body (or the raw text when it is not JSON). A body is sent as
+    application/json unless `headers` say otherwise."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    sent = dict(headers or {})
+    if body is not None and not any(k.lower() == "content-type" for k in sent):
+        sent["Content-Type"] = "application/json"
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        conn.request(method, path, body=body, headers=sent)
         response = conn.getresponse()
         data = response.read()
     finally:

@@ -100,8 +100,9 @@ def test_health_and_the_openapi_document_need_no_token(served: Served) -> None:
     assert served.call(None, "GET", "/healthz")[0] == 200
     status, doc = served.call(None, "GET", "/openapi.json")
     assert status == 200 and isinstance(doc, dict)
-    assert doc["components"]["securitySchemes"] == {"bearer": {"type": "http",
-                                                              "scheme": "bearer"}}
+    bearer = doc["components"]["securitySchemes"]["bearer"]
+    assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")
+    assert "sync (sync, and queue append, truncate and bounds" in bearer["description"]
 
 
 PULL = {"group": G, "topic": T, "queue_id": 1, "client": "w1", "max": 5}
@@ -187,12 +188,12 @@ def test_each_role_may_do_its_part_and_nothing_else(ready: Served, who: str, met
 
 def test_commands_in_a_batch_are_judged_one_by_one(ready: Served) -> None:
     status, doc = ready.call("billing-worker", "POST", "/v1/commands", [
-        {"op": "sync", "group": G, "topic": T, "queue_id": 0, "offset": 12, "source": "mirror"},
-        {"op": "sync", "group": OTHER, "topic": T, "queue_id": 0, "offset": 12,
-         "source": "mirror"},
-        {"op": "queue_append", "topic": T, "queue_id": 0, "count": 1}])
+        {"op": "commit", "group": G, "topic": T, "queue_id": 0, "offset": 12},
+        {"op": "commit", "group": OTHER, "topic": T, "queue_id": 0, "offset": 12},
+        {"op": "queue_append", "topic": T, "queue_id": 0, "count": 1},
+        {"op": "sync", "group": G, "topic": T, "queue_id": 0, "offset": 12, "source": "mirror"}])
     assert status == 200
-    assert [r.get("refused") for r in doc] == [None, "group", "role"], doc  # type: ignore[union-attr]
+    assert [r.get("refused") for r in doc] == [None, "group", "role", "role"], doc  # type: ignore[union-attr]
 
 
 def _events(served: Served, **query: str) -> list[dict]:

@@ -159,7 +159,7 @@ def test_a_declared_length_over_the_limit_is_413_before_the_body_is_read(limited
     """Only the headers are sent: an answer proves the server did not wait for the body (it
     would have waited --body-timeout, 30 s, then said 408)."""
     before = limited.next_seq()
-    head = (b"POST /v1/commit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (b"POST /v1/commit HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000000000\r\n\r\n")
     status, doc = _exchange(limited, head)
     assert status == 413
@@ -169,7 +169,7 @@ def test_a_declared_length_over_the_limit_is_413_before_the_body_is_read(limited
 
 def test_a_chunked_body_over_the_limit_is_413(limited: Server) -> None:
     before = limited.next_seq()
-    head = (b"POST /v1/commands HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (b"POST /v1/commands HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n")
     line = json.dumps({"op": "commit", **KEY, "offset": 1}).encode() + b"\n"
     chunk = line * (MAX_BODY // len(line) // 2 + 1)  # two chunks pass the limit
@@ -183,7 +183,7 @@ def test_a_chunked_body_over_the_limit_is_413(limited: Server) -> None:
 def test_a_chunked_body_under_the_limit_is_applied(limited: Server) -> None:
     """The control: the same framing under the limit is read and applied."""
     before = limited.next_seq()
-    head = (b"POST /v1/commands HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n"
+    head = (b"POST /v1/commands HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n")
     line = json.dumps({"op": "commit", "group": "chunked", "topic": "t", "queue_id": 0,
                        "offset": 3}).encode() + b"\n"
@@ -196,7 +196,7 @@ def test_a_chunked_body_under_the_limit_is_applied(limited: Server) -> None:
 def test_a_slow_body_is_408_and_holds_no_one_else(limited: Server) -> None:
     before = limited.next_seq()
     with socket.create_connection(("127.0.0.1", limited.port), timeout=60) as slow:
-        slow.sendall(b"POST /v1/commit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        slow.sendall(b"POST /v1/commit HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                      b"\r\nContent-Length: 100\r\n\r\n{\"group\":")
         started = time.monotonic()
         status, doc = raw(limited, "POST", "/v1/commit", _body({**KEY, "offset": 7}))
@@ -209,7 +209,7 @@ def test_a_slow_body_is_408_and_holds_no_one_else(limited: Server) -> None:
 
 def test_slow_headers_are_cut_off_and_hold_no_one_else(limited: Server) -> None:
     with socket.create_connection(("127.0.0.1", limited.port), timeout=60) as slow:
-        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and no end of headers
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and no end of headers
         started = time.monotonic()
         assert raw(limited, "GET", "/healthz")[0] == 200
         assert time.monotonic() - started < SLOW_S

@@ -83,7 +83,7 @@ def test_the_lag_series_of_a_group_and_its_errors(filled: Server) -> None:
     assert missing.status == 400 and b"every" in missing.data
 
 
-def test_whoami_without_tokens_is_anonymous_with_every_role(filled: Server) -> None:
+def test_whoami_without_tokens_is_loopback_with_every_role_but_backfill(filled: Server) -> None:
     assert msgspec.json.decode(get(filled, "/v1/whoami").data) == {
-        "name": "anonymous", "roles": ["consume", "produce", "operate", "audit"],
+        "name": "loopback", "roles": ["consume", "produce", "operate", "audit", "sync"],
         "groups": ["*"], "tokens": False}

@@ -43,12 +43,12 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 #: Schema does not state (one reset scenario and one scope; an integer is never 1.0, which JSON
 #: Schema calls an integer), and SQL must be one read-only statement: there a schema-valid body
 #: can still be a 400. A lag series needs since <= until and at most LAG_SERIES_POINTS_MAX
-#: steps between them, which no parameter's schema can say alone. The other reads keep every
-#: check: their parameters say all they need.
+#: steps between them, and history since <= until, which no parameter's schema can say alone.
+#: The other reads keep every check: their parameters say all they need.
 _WRITES = [("POST", "/v1/commit"), ("POST", "/v1/pull"), ("POST", "/v1/queues/append"),
            ("POST", "/v1/queues/truncate"), ("PUT", "/v1/groups/{group}"),
            ("DELETE", "/v1/groups/{group}"), ("POST", "/v1/groups/{group}/reset"),
-           ("POST", "/v1/sql"), ("GET", "/v1/groups/{group}/lag/series")]
+           ("POST", "/v1/sql"), ("GET", "/v1/groups/{group}/lag/series"), ("GET", "/v1/history")]
 EXCLUDED = {("POST", "/v1/commands"): [negative_data_rejection, positive_data_acceptance],
             **{w: [positive_data_acceptance] for w in _WRITES}}
 DOCUMENT = openapi_document(tokens=False)

@@ -46,14 +46,16 @@ def test_retention_deletes_only_covered_old_segments_and_moves_the_start(tmp_pat
 
 
 def test_reading_before_the_start_names_the_earliest_seq_and_ts(tmp_path: Path) -> None:
+    """The ts named is the first a read by time is answered from: after the last retired
+    event's (2009), not the first retained event's."""
     clock = FakeClock(100_000)
     log, _ = _ten_segments(tmp_path, clock)
     log.retain(covered_seq=30, age_ms_max=0)
     for bounds in ({"seq_gte": 0}, {"seq_gte": 29}, {"seq_lt": 30}, {"ts_gte": 2009},
                    {"ts_lt": 100}):
-        with pytest.raises(LogRangeError, match="seq 30, ts 3000") as info:
+        with pytest.raises(LogRangeError, match="seq 30; reads by time start at ts 2010") as info:
             log.read(**bounds)
-        assert (info.value.start_seq, info.value.earliest_ts) == (30, 3000)
+        assert (info.value.start_seq, info.value.earliest_ts) == (30, 2010)
     assert log.read(seq_gte=30).num_rows == 73
     assert log.read(ts_gte=2010).num_rows == 73
     assert log.read().num_rows == 73  # unbounded: what is held
@@ -81,7 +83,7 @@ def test_retention_never_passes_covered_seq_or_touches_the_tail(tmp_path: Path) 
     assert len(result.deleted) == 10 and log.start_seq == 100
     assert log.segments() == [] and log.tail().num_rows == 3
     assert log.read().column("seq").to_pylist() == [100, 101, 102]
-    with pytest.raises(LogRangeError, match="seq 100, ts 20000"):
+    with pytest.raises(LogRangeError, match="seq 100; reads by time start at ts 9010"):
         log.read(seq_gte=99)
     log.close()
 

@@ -387,7 +387,7 @@ class ReferenceLedger:
         whose store time is >= t, not below MinOffset; None when there is none."""
         q = self.queues[queue]
         for first, _count, store_ts in q["appends"]:
-            if store_ts >= t:
+            if store_ts is not None and store_ts >= t:  # None: unknown (an importer's bound)
                 return max(first, q["min_offset"])
         return None
 
@@ -598,6 +598,8 @@ class ReferenceLedger:
             else:  # every queue of the topic (and the group's own offsets on it)
                 keys = sorted({(group, t, q) for (t, q) in self.queues if t == topic}
                               | {k for k in self.group_keys(group) if k[1] == topic})
+                if not keys:  # issue 21: a topic with neither is unknown, an error naming it
+                    raise BadInput(f"unknown topic {topic!r}")
         if line.get("actor") is not None:
             _name(line["actor"])
         reason = line.get("reason")
