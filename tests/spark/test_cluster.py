@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from ledger import Ledger
+from spark_compaction.session import driver_host
 from tests.spark.conftest import KEY, duckdb_counts, duckdb_state, shard_of, sharded_ledgers
 from tests.support.spark_cluster import StandaloneCluster
 
@@ -76,8 +77,10 @@ def cluster_run(spark_cluster, tmp_path_factory) -> dict[str, Any]:
 def test_the_jobs_ran_on_the_cluster_workers(cluster_run):
     cluster = cluster_run["cluster"]
     assert [o["code"] for o in cluster_run["out"]] == [0, 0, 0], cluster_run["out"]
-    for i in range(2):  # each Worker launched an executor of the driver's application
-        assert "Asked to launch executor" in (cluster.workdir / f"worker-{i}.log").read_text()
+    for i in range(2):  # each Worker launched an executor of the driver's application,
+        log = (cluster.workdir / f"worker-{i}.log").read_text()  # which called the driver back
+        assert "Asked to launch executor" in log
+        assert "CoarseGrainedScheduler@127.0.0.1:" in log  # at the address the master sees
     assert "Registered app offset-ledger" in (cluster.workdir / "master.log").read_text()
 
 
@@ -106,3 +109,11 @@ def test_audit_on_the_cluster_is_clean_and_counts_what_duckdb_counts(cluster_run
     assert result["resets_total"] == resets
     assert [s["shard"] for s in result["checked"]["shards"]] == list(range(SHARDS))
     assert {r["shard"] for r in result["resets"]} <= set(range(SHARDS))
+
+
+def test_the_driver_binds_to_its_address_on_the_route_to_the_master():
+    assert driver_host("local[2]") == "127.0.0.1"
+    assert driver_host("spark://127.0.0.1:7077") == "127.0.0.1"
+    assert driver_host("spark://localhost:7077,127.0.0.2:7077") in ("127.0.0.1", "::1")
+    assert driver_host("spark://no-such-host.invalid:7077") is None  # Spark's own choice
+    assert driver_host("yarn") is None
