@@ -42,14 +42,18 @@ demo: venv
 	$(BIN)/offset-ledger demo --serve
 
 # The pinned workload and every feed against SQLite (bench/results/latest.{json,md}), the
-# server against its PostgreSQL reference (server-latest.json), a 1M-record Kafka offsets import
-# and `follow kafka` of the same records from a mock cluster against it, the Spark audit of 8
+# server against its PostgreSQL reference (server-latest.json), 4 shards against 1
+# (cluster-latest.json), a 1M-record Kafka offsets import
+# and `follow kafka` of the same records from a mock cluster against it, a Kafka consumer with its
+# offsets in the ledger against Kafka's own (kafka-consumer-latest.json), the Spark audit of 8
 # shards on a standalone cluster against local[2] (spark-cluster-latest.json).
 bench: venv tools-check java-check
 	$(BIN)/python -m bench.run --size default
 	$(BIN)/python -m bench.server_bench
+	$(BIN)/python -m bench.cluster_bench
 	$(BIN)/python -m bench.kafka_offsets_dump --records 1000000 --repeats 1 | tee bench/results/kafka-offsets-latest.jsonl
 	$(BIN)/python -m bench.kafka_follow --records 1000000 | tee bench/results/kafka-follow-latest.json
+	$(BIN)/python -m bench.kafka_consumer_bench
 	$(BIN)/python -m bench.spark_cluster_bench
 
 bench-full: venv java-check

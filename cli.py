@@ -36,23 +36,22 @@ from ledger.importers.result import source_name
 from ledger.limits import name_from
 from ledger.reads.documents import (
     STATE_COLUMNS,
-    groups_doc,
-    history_doc,
     json_default,
     lag_summary_doc,
-    progress_doc,
     series_rows,
-    state_doc,
     with_iso,
 )
 from ledger.timeparse import check_time, duration_arg, iso, time_arg
 
 if TYPE_CHECKING:
     from ledger import Ledger
+    from ledger.cluster import Cluster, LocalShard
 
 PROG = "offset-ledger"
 DATA_DIR_ENV = "OFFSET_LEDGER_DATA_DIR"
 DATA_DIR_DEFAULT = "offset-ledger-data"
+CLUSTER_ENV = "OFFSET_LEDGER_CLUSTER"
+TOKEN_ENV = "OFFSET_LEDGER_TOKEN"  # the token a cluster's served shards are asked with
 DEBUG_ENV = "OFFSET_LEDGER_DEBUG"
 EXIT_USAGE = 2
 EXIT_REFUSED = 1
@@ -203,6 +202,11 @@ def emit(doc: Any, as_json: bool, columns: Sequence[str] | None = None,
 
 HISTORY_COLUMNS = ("seq", "ts", "kind", "consumer_group", "topic", "queue_id", "prev_offset",
                    "offset", "generation", "client_id", "actor", "detail")
+
+
+def with_shard(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The columns of a table, and the shard of each row where a cluster answered."""
+    return (*columns, "shard") if rows and "shard" in rows[0] else tuple(columns)
 PLAN_COLUMNS = ("consumer_group", "topic", "queue_id", "from_offset", "to_offset")
 
 
@@ -236,33 +240,72 @@ def progress_bar(description: str, total: float | None, enabled: bool
 
 
 # ====================================================================== input helpers
+def cluster_file(ctx: typer.Context) -> Path | None:
+    """The cluster file of `--cluster` (None: one data directory)."""
+    return ctx.meta.get("cluster")
+
+
 def data_dir(ctx: typer.Context) -> Path:
+    if cluster_file(ctx) is not None:
+        raise InvalidInput(f"`{ctx.command_path}` works on one data directory, not a cluster: "
+                           "run it with --data-dir on a shard's root")
     root = ctx.obj if isinstance(ctx.obj, Path) else None
     return root if root is not None else Path(os.environ.get(DATA_DIR_ENV) or DATA_DIR_DEFAULT)
 
 
 @contextlib.contextmanager
-def open_writer(ctx: typer.Context, **settings: Any) -> Iterator[Ledger]:
+def open_cluster(ctx: typer.Context) -> Iterator[Cluster]:
+    """The cluster of `--cluster`: served shards through their servers (with
+    $OFFSET_LEDGER_TOKEN), the others through their roots; shards that a `--partial` read left
+    out are named on stderr."""
+    from ledger.cluster import Cluster, load_cluster
+
+    spec = load_cluster(cluster_file(ctx))  # type: ignore[arg-type]
+    connect = None
+    if any(s.server is not None for s in spec.shards):
+        from server.client import RemoteShard
+
+        token = os.environ.get(TOKEN_ENV) or None
+        connect = lambda shard: RemoteShard(shard, token=token)  # noqa: E731
+    with Cluster(spec, connect=connect, partial=bool(ctx.meta.get("partial"))) as cluster:
+        yield cluster
+        if cluster.missing:
+            note("partial answer: " + "; ".join(str(e) for e in cluster.missing))
+
+
+@contextlib.contextmanager
+def open_writer(ctx: typer.Context, **settings: Any) -> Iterator[Ledger | Cluster]:
+    """The ledger to write (with `--cluster`: the cluster, each write routed)."""
     from ledger import Ledger
 
+    if cluster_file(ctx) is not None:
+        with open_cluster(ctx) as cluster:
+            yield cluster
+        return
     with Ledger.open(data_dir(ctx), **settings) as led:
         yield led
 
 
 @contextlib.contextmanager
-def open_reader(ctx: typer.Context) -> Iterator[Ledger]:
-    """Reads are a read-only snapshot (the manifest's segments, the newest checkpoint and the
-    intact tail, with an in-memory view): they never take the writer lock, so they work while
-    another process writes and never make a writer that starts meanwhile fail. They never
-    create."""
+def open_reader(ctx: typer.Context) -> Iterator[LocalShard | Cluster]:
+    """Reads, as documents (with `--cluster`: routed or merged over the shards). On one data
+    directory they are a read-only snapshot (the manifest's segments, the newest checkpoint and
+    the intact tail, with an in-memory view): they never take the writer lock, so they work
+    while another process writes and never make a writer that starts meanwhile fail. They
+    never create."""
     from ledger import Ledger
+    from ledger.cluster import LocalShard, ShardSpec
 
+    if cluster_file(ctx) is not None:
+        with open_cluster(ctx) as cluster:
+            yield cluster
+        return
     root = data_dir(ctx)
     if not (root / "log").exists():
         raise InvalidInput(
             f"no ledger at {root}: nothing written yet (check --data-dir or ${DATA_DIR_ENV})")
     with Ledger.open(root, readonly=True) as led:
-        yield led
+        yield LocalShard(ShardSpec(0, root), ledger=led)
 
 
 def default_actor() -> str:
@@ -321,6 +364,12 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _given(ctx: typer.Context, param: str) -> bool:
+    """The option was typed on the command line (not taken from the environment)."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -328,11 +377,27 @@ def main_options(
         None, "--data-dir", envvar=DATA_DIR_ENV, metavar="DIR",
         help=f"Data directory (default ${DATA_DIR_ENV}, else ./{DATA_DIR_DEFAULT}); "
              "created on first write."),
+    cluster: Path = typer.Option(
+        None, "--cluster", envvar=CLUSTER_ENV, metavar="FILE",
+        help="A cluster file (cluster.toml) in place of --data-dir: each group's writes and "
+             "reads go to its shard, queue writes to every shard, other reads ask every shard "
+             f"(served shards are asked with ${TOKEN_ENV})."),
+    partial: bool = typer.Option(
+        False, "--partial", help="With --cluster: answer reads from the shards that answer, "
+                                 "naming the others on stderr (without it, a shard down fails "
+                                 "the read)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
     """offset-ledger: who moved which consumer offset, when, from what to what."""
     ctx.obj = data_dir_opt
+    if cluster is not None:
+        if _given(ctx, "data_dir_opt") and _given(ctx, "cluster"):
+            raise InvalidInput("use either --data-dir or --cluster, not both")
+        ctx.meta["cluster"] = cluster
+    elif partial:
+        raise InvalidInput("--partial answers from the shards of a cluster: it needs --cluster")
+    ctx.meta["partial"] = partial
 
 
 # ---------------------------------------------------------------------- init
@@ -359,6 +424,12 @@ def init(
                 "segment_age_ms_max": duration_arg(segment_age, "--segment-age"),
                 "durability": durability,
                 "clock_skew_ms": duration_arg(clock_skew, "--clock-skew")}
+    if cluster_file(ctx) is not None:
+        with open_cluster(ctx) as cluster:
+            shards = cluster.init(**settings)
+        emit(shards, as_json, ("shard", "data_dir", "segment_events_max", "durability"))
+        note(f"{len(shards)} shard(s) ready")
+        return
     with open_writer(ctx, **settings) as led:
         out = {"data_dir": str(led.root), **msgspec.structs.asdict(led.settings)}
     emit(out, as_json)
@@ -443,7 +514,7 @@ def group_set(
 def group_list(ctx: typer.Context, as_json: bool = json_opt()) -> None:
     """List groups with their mode, queue count, total lag and last update."""
     with open_reader(ctx) as led:
-        rows = groups_doc(led.groups())
+        rows = led.groups()
     emit(rows, as_json, ("consumer_group", "mode", "queues", "lag", "last_update"),
          empty="no groups")
 
@@ -470,7 +541,8 @@ def pull(
     topic: str = typer.Option(..., "--topic", help="Topic name."),
     queue: int = typer.Option(..., "--queue", help="Queue id."),
     client: str = typer.Option(None, "--client", help="Consumer client id."),
-    max_count: int = typer.Option(32, "--max", metavar="N", help="Messages at most."),
+    max_count: int = typer.Option(32, "--max", metavar="N",
+                                  help="Messages at most (0: only where the client starts)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Pull: where the client should read next, with the generation to commit under."""
@@ -494,6 +566,9 @@ def commit(
     generation: int = typer.Option(None, "--generation", metavar="K",
                                    help="Generation of the pull (fences commits from before "
                                         "a reset)."),
+    owner_only: bool = typer.Option(False, "--owner-only",
+                                    help="Fenced unless --client made the queue's last pull "
+                                         "(a Kafka consumer's partition: zombies are fenced)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Commit an offset; exit 1 when a rule refuses it (stale, fenced, invalid)."""
@@ -501,7 +576,7 @@ def commit(
 
     with open_writer(ctx) as led:
         r = led.submit_one(Commit(group=group, topic=topic, queue_id=queue, offset=offset,
-                                  client=client, generation=generation))
+                                  client=client, generation=generation, owner_only=owner_only))
     assert isinstance(r, CommitResult)
     emit(result_doc(r), as_json, ("accepted", "reason", "offset"))
     if not r.accepted:
@@ -631,8 +706,28 @@ def progress(
 ) -> None:
     """Per queue: bounds, committed and pulled offsets, lag, inflight, ready, generation."""
     with open_reader(ctx) as led:
-        rows = progress_doc(led.progress(group, topic))
+        rows = led.progress(group, topic)
     emit(rows, as_json, PROGRESS_COLUMNS, empty=f"no offsets for group {group!r}")
+
+
+GENERATION_COLUMNS = ("topic", "queue_id", "generation", "pending", "committed_offset",
+                      "last_client")
+
+
+@app.command()
+def generations(
+    ctx: typer.Context,
+    group: str = typer.Option(..., "--group", help="Consumer group."),
+    topic: str = typer.Option(None, "--topic", help="Only this topic (T, or T:0,2 for queues)."),
+    as_json: bool = json_opt(),
+) -> None:
+    """Per queue: generation (one more per reset), a reset pending until the next pull, the
+    committed offset and the client of the last pull (what a consumer checks every second)."""
+    import msgspec
+
+    with open_reader(ctx) as led:
+        rows = msgspec.to_builtins(led.generations(group, topic=topic))
+    emit(rows, as_json, GENERATION_COLUMNS, empty=f"no offsets for group {group!r}")
 
 
 LAG_SUMMARY_COLUMNS = ("consumer_group", "status", "complete", "total_lag", "max_lag_ms",
@@ -730,10 +825,9 @@ def history(
         if value is not None:
             check_time(value, what)
     with open_reader(ctx) as led:
-        table = led.history(group=group, topic=topic, queue_id=queue, kind=kind,
-                            since_ms=since, until_ms=until, limit=limit)
-        rows = history_doc(table)
-    emit(rows, as_json, HISTORY_COLUMNS, empty="no events")
+        rows = led.history(group=group, topic=topic, queue_id=queue, kind=kind,
+                           since_ms=since, until_ms=until, limit=limit)
+    emit(rows, as_json, with_shard(HISTORY_COLUMNS, rows), empty="no events")
 
 
 @app.command()
@@ -746,7 +840,7 @@ def at(
     """Committed offsets as they were at ledger time TIME."""
     check_time(when, "time")
     with open_reader(ctx) as led:
-        rows = state_doc(led.state_at(ts=when, group=group))
+        rows = led.state_at(ts=when, group=group)
     emit(rows, as_json, STATE_COLUMNS, empty="no offsets at that time")
 
 
@@ -1062,9 +1156,10 @@ def apply(
         with progress_bar("apply", table.num_rows, not as_json) as advance, \
                 open_writer(ctx, backfill=backfill) as led:
             encode = msgspec.json.Encoder().encode
-            chunks = ((b"".join(encode(r) + b"\n" for r in part), len(part),
-                       sum(r.error is not None for r in part))
-                      for part in led.apply_table(table))
+            chunks = (led.apply_table(table) if cluster_file(ctx) is not None else
+                      ((b"".join(encode(r) + b"\n" for r in part), len(part),
+                        sum(r.error is not None for r in part))
+                       for part in led.apply_table(table)))
             lines, errors = _write_results(chunks, advance)
     else:
         stream, total = open_input(file)
@@ -1238,6 +1333,7 @@ def retention(
 @app.command()
 def rebuild(ctx: typer.Context, as_json: bool = json_opt()) -> None:
     """Recreate the DuckDB view from the newest checkpoint plus the log."""
+    data_dir(ctx)  # one data directory: refused with --cluster
     with open_writer(ctx) as led:
         if not as_json:
             note(f"rebuilding the view of {led.root} from checkpoint + log "
@@ -1298,6 +1394,7 @@ def invoke(args: Sequence[str]) -> int:
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     as_json: bool = json_opt(),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary data directory."),
     serve_console: bool = typer.Option(False, "--serve", help="Then serve the web console "
@@ -1311,6 +1408,8 @@ def demo(
 
     from ledger.demo import DEMO_SPARK_ENV, run_demo
 
+    if cluster_file(ctx) is not None:
+        raise InvalidInput("demo makes its own data directory: run it without --cluster")
     root = Path(tempfile.mkdtemp(prefix="offset-ledger-demo-"))
     stdout = sys.stderr if as_json else sys.stdout
     console = Console(file=stdout, highlight=False, soft_wrap=True)
@@ -1371,7 +1470,14 @@ def spark_progress() -> Iterator[Callable[[str], None]]:
             step("done")
 
 
-def _spark_roots(ctx: typer.Context, roots: list[Path] | None) -> list[Path]:
+def _spark_roots(ctx: typer.Context, roots: list[Path] | None, many: bool = False) -> list[Path]:
+    """The roots a Spark job reads: `--root`s, else the data directory (`many`: the cluster's
+    shards' roots with --cluster)."""
+    cluster = cluster_file(ctx)
+    if not roots and many and cluster is not None:
+        from ledger.cluster import load_cluster
+
+        roots = [s.root for s in load_cluster(cluster).shards]
     chosen = list(roots) if roots else [data_dir(ctx)]
     for root in chosen:
         if not (root / "log").exists():
@@ -1414,7 +1520,7 @@ def compact(
 
     if order is not None and order not in ORDERS:
         raise InvalidInput(f"invalid --order {order!r}: use {' or '.join(ORDERS)}")
-    chosen = _spark_roots(ctx, roots)
+    chosen = _spark_roots(ctx, roots, many=True)
     for name, value in (("--target-events", target_events), ("--target-bytes", target_bytes),
                         ("--row-group-events", row_group_events)):
         if value is not None and value < 1:
@@ -1451,7 +1557,7 @@ def replay(
     roots: list[Path] = typer.Option(
         None, "--root", metavar="DIR",
         help="A ledger data directory (a shard); repeat for several, read as one dataset "
-             "(default: --data-dir)."),
+             "(default: --data-dir, or every shard of --cluster)."),
     master: str = typer.Option(None, "--master", metavar="URL", help=MASTER_HELP),
     as_json: bool = json_opt(),
 ) -> None:
@@ -1462,7 +1568,7 @@ def replay(
 
     if (when is None) == (seq is None):
         raise InvalidInput("replay needs exactly one of --at TIME or --seq N")
-    chosen = _spark_roots(ctx, roots)
+    chosen = _spark_roots(ctx, roots, many=True)
     at_ts = None
     if when is not None:
         at_ts = time_arg(when, "--at")
@@ -1483,7 +1589,7 @@ def audit(
     roots: list[Path] = typer.Option(
         None, "--root", metavar="DIR",
         help="A ledger data directory (a shard); repeat for several, audited as one dataset "
-             "(default: --data-dir)."),
+             "(default: --data-dir, or every shard of --cluster)."),
     master: str = typer.Option(None, "--master", metavar="URL", help=MASTER_HELP),
     as_json: bool = json_opt(),
 ) -> None:
@@ -1491,7 +1597,7 @@ def audit(
     there are findings."""
     from spark_compaction import audit as audit_fn
 
-    chosen = _spark_roots(ctx, roots)
+    chosen = _spark_roots(ctx, roots, many=True)
     since_ts = None
     if since is not None:
         since_ts = time_arg(since, "--since")

@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.workload import generate
 from ledger import Ledger
-from tests.spark.conftest import shard_of
+from ledger.cluster.placement import shard_of
 from tests.support.spark_cluster import cluster_env, start_cluster
 
 SHARDS = 8

@@ -56,6 +56,7 @@ from ledger.fold.state import Key, PlanItem, State, snapshot_rows
 from ledger.importers.result import ImportResult
 from ledger.limits import check_name
 from ledger.reads import queries
+from ledger.reads.generations import QueueGeneration, QueueRef, generations
 from ledger.reads.sandbox import SqlQuery
 from ledger.reads.state_at import check_state_answerable, state_at
 from ledger.reset.plan import Planned, plan
@@ -355,9 +356,10 @@ class Ledger:
         return r
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int, *,
-               client: str | None = None, generation: int | None = None) -> CommitResult:
+               client: str | None = None, generation: int | None = None,
+               owner_only: bool = False) -> CommitResult:
         r = self.submit_one(Commit(group=group, topic=topic, queue_id=queue_id, offset=offset,
-                                   client=client, generation=generation))
+                                   client=client, generation=generation, owner_only=owner_only))
         assert isinstance(r, CommitResult)
         return r
 
@@ -450,6 +452,13 @@ class Ledger:
         """Current committed offset from memory (the microsecond lookup)."""
         return self.state.committed((group, topic, queue_id), self.now_ms())
 
+    def generations(self, group: str, queues: Sequence[QueueRef | tuple[str, int]] | None = None,
+                    *, topic: str | None = None) -> list[QueueGeneration]:
+        """Per queue (all of the group's when None, or of `topic`: `T` or `T:0,2`): generation,
+        pending reset, committed offset and last puller, from memory: the cheap question a
+        consumer asks every second."""
+        return generations(self.state, group, queues, self.now_ms(), topic)
+
     def snapshot(self, group: str | None = None) -> list[tuple[str, str, int, int, int]]:
         """Current committed offsets from memory, same shape as `state_at` rows."""
         return snapshot_rows(self.state, self.now_ms(), group)
@@ -509,11 +518,12 @@ class Ledger:
     def history(self, *, group: str | None = None, topic: str | None = None,
                 queue_id: int | None = None, kind: str | None = None,
                 since_ms: int | str | None = None, until_ms: int | str | None = None,
-                limit: int | None = None) -> pa.Table:
-        """Matching events, oldest first; `limit` keeps the newest N. Times: epoch ms, ISO-8601
-        or `now`."""
+                limit: int | None = None, queue_events: bool = True) -> pa.Table:
+        """Matching events, oldest first; `limit` keeps the newest N; `queue_events` False
+        leaves out queue appends and truncations. Times: epoch ms, ISO-8601 or `now`."""
         return queries.history(self.writer, group=group, topic=topic, queue_id=queue_id,
-                               kind=kind, since=since_ms, until=until_ms, limit=limit)
+                               kind=kind, since=since_ms, until=until_ms, limit=limit,
+                               queue_events=queue_events)
 
     def offsets_for_time(self, topic: str, ts: int | str) -> list[dict[str, Any]]:
         """Per queue of `topic`: the first message stored at or after `ts` (None when none)."""

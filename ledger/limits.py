@@ -25,6 +25,8 @@ TS_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant ISO-8
 CLOCK_SKEW_MS_DEFAULT = 10_000
 LAG_WINDOW_MAX = 1000  # entries per window of `lag` (Burrow keeps 10)
 LAG_SERIES_POINTS_MAX = 10_000  # points of one `lag --since --until --every` series
+GENERATIONS_QUEUES_MAX = 100_000  # queues named in one `generations` question
+CLUSTER_SHARDS_MAX = 1024  # shards a cluster file may list
 
 
 _VALID_NAMES: set[str] = set()

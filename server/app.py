@@ -62,6 +62,7 @@ class App:
         reads = ReadSide(root)
         self.metrics = Metrics(reads)
         stats.observe = self.metrics.batch
+        stats.refused = self.metrics.commit_refused
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
         # granian starts listening after this returns, before it runs the loop: say "serving"
@@ -148,9 +149,9 @@ class App:
         if unknown:
             raise HttpError(400, f"unknown query parameter {unknown[0]!r}: "
                                  f"{route.pattern} takes {', '.join(route.query) or 'none'}")
-        status, answer = await route.handler(self.api, Request(
+        status, answer, *content_type = await route.handler(self.api, Request(
             route.method, scope.path, params, query, body, token, proto.client_disconnect))
-        return status, answer, _JSON
+        return status, answer, [("content-type", content_type[0])] if content_type else _JSON
 
     def _console_file(self, scope: Any) -> tuple[int, bytes, list[tuple[str, str]]]:
         """A file of the web console (no token: the pages hold no data); 304 when the

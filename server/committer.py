@@ -17,13 +17,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ledger import Ledger, LedgerUnusable
 from ledger.commands.command import Command
-from ledger.commands.results import Result
+from ledger.commands.results import CommitResult, Result
 from ledger.errors import LedgerError
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Busy(Exception):
@@ -48,6 +50,8 @@ class BatchStats:
     """What the metrics report: batches, their commands and their durations."""
 
     observe: Callable[[int, float, float], None] = lambda commands, batch_s, append_s: None
+    #: A commit a rule refused: its group and the reason (stale, fenced, invalid).
+    refused: Callable[[str, str], None] = lambda group, reason: None
 
 
 class Committer:
@@ -63,6 +67,8 @@ class Committer:
         self._queue: deque[_Request] = deque()
         self._pending = 0
         self._cond = threading.Condition()
+        #: Held while a batch folds and appends: what `read_current` reads is durable.
+        self._batch_lock = threading.Lock()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
         self._thread.start()
@@ -84,6 +90,13 @@ class Committer:
             self._pending += len(commands)
             self._cond.notify()
         return request.future
+
+    def read_current(self, fn: Callable[[Ledger], T]) -> T:
+        """`fn(ledger)` on the writer's in-memory state between two batches (never one in
+        flight: its events are durable): the reads of what is current now that cost a lookup
+        (generations), with no DuckDB and no log. Waits for at most the batch in hand."""
+        with self._batch_lock:
+            return fn(self.ledger)
 
     def stop(self, timeout: float | None = None) -> None:
         """Accept nothing more; answer what was accepted; close the ledger."""
@@ -112,7 +125,8 @@ class Committer:
     def _run(self) -> None:
         try:
             while (batch := self._take()) is not None:
-                self._write(batch)
+                with self._batch_lock:
+                    self._write(batch)
         finally:
             try:
                 self.ledger.close()
@@ -145,6 +159,9 @@ class Committer:
             return
         self.stats.observe(len(commands), time.perf_counter() - started,
                            self.ledger.writer.last_append_s)
+        for cmd, result in zip(commands, results, strict=True):
+            if type(result) is CommitResult and result.reason is not None:
+                self.stats.refused(cmd.group, result.reason)  # type: ignore[union-attr]
         at = 0
         for r in batch:
             mine = results[at:at + len(r.commands)]

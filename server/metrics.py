@@ -1,13 +1,13 @@
 """Prometheus metrics (prometheus_client): the ledger's gauges, read from the follower at each
 scrape (lag, time lag, committed offsets per key; bounds per queue; each group's lag health as
 1 OK, 2 WARN, 3 ERR), and the server's own histograms (request latency per route, batch size,
-batch and append latency)."""
+batch and append latency, commits refused per group and reason)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -80,12 +80,19 @@ class Metrics:
             "offset_ledger_fsync_seconds", "Time to append a batch to the log (write + fsync)",
             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                      0.25, 1.0), registry=self.registry)
+        self.commits_refused = Counter(
+            "offset_ledger_commits_refused", "Commits a rule refused since the server started "
+            "(refusals append nothing to the log): fenced ones are zombies and clients from "
+            "before a reset", ("consumer_group", "reason"), registry=self.registry)
         self.registry.register(LedgerCollector(reads))
 
     def batch(self, commands: int, batch_s: float, append_s: float) -> None:
         self.batch_commands.observe(commands)
         self.batch_seconds.observe(batch_s)
         self.fsync_seconds.observe(append_s)
+
+    def commit_refused(self, group: str, reason: str) -> None:
+        self.commits_refused.labels(group, reason).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

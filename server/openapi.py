@@ -11,18 +11,20 @@ from ledger.commands import command as commands
 from ledger.commands import results
 from ledger.fold.events import KINDS
 from ledger.limits import LAG_WINDOW_MAX, NAME_PATTERN, OFFSET_MAX, QUEUE_ID_MAX, TS_MAX
+from ledger.reads.generations import GenerationsQuery, QueueGeneration
 from ledger.timeparse import EPOCH_SECONDS_MAX, EPOCH_SECONDS_MIN
 from server.routes import ROUTES, SqlBody
 
 _BODIES: dict[str, Any] = {
     "Commit": commands.Commit, "Pull": commands.Pull, "QueueAppend": commands.QueueAppend,
     "QueueTruncate": commands.QueueTruncate, "GroupSet": commands.GroupSet,
-    "Reset": commands.Reset, "Sql": SqlBody,
+    "Reset": commands.Reset, "Sql": SqlBody, "Generations": GenerationsQuery,
 }
 _ANSWERS: dict[str, Any] = {
     "CommitResult": results.CommitResult, "PullResult": results.PullResult,
     "QueueResult": results.QueueResult, "GroupResult": results.GroupResult,
     "GroupDeleteResult": results.GroupDeleteResult, "ResetResult": results.ResetResult,
+    "QueueGenerations": list[QueueGeneration],
 }
 _LOOSE = {"Rows": {"type": "array", "items": {"type": "object"}},
           "Results": {"type": "array", "items": {"type": "object"}},
@@ -47,13 +49,16 @@ _QUERY = {"topic": _NAME, "group": _NAME, "at": _QUERY_TIME, "since": _QUERY_TIM
           "limit": {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX},
           "window": {"type": "integer", "minimum": 1, "maximum": LAG_WINDOW_MAX},
           "allowed_lag": {"type": "integer", "minimum": 0, "maximum": OFFSET_MAX},
+          "windows": {"type": "string", "enum": ["true", "false"]},
+          "queue_events": {"type": "string", "enum": ["true", "false"]},
           "every": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": TS_MAX},
                               {"type": "string", "minLength": 3, "pattern":
                                   "^[Pp]([0-9]+[Ww])?([0-9]+[Dd])?([Tt]([0-9]+[Hh])?([0-9]+[Mm])?"
                                   "([0-9]+(\\.[0-9]{1,3})?[Ss])?)?$"}]}}
 #: Query parameters a route cannot do without (its handler answers 400 naming them).
 _REQUIRED = {("/v1/state", "at"), ("/v1/lookup", "topic"), ("/v1/lookup", "datetime"),
-             *(("/v1/groups/{group}/lag/series", q) for q in ("since", "until", "every"))}
+             *((path, q) for path in ("/v1/groups/{group}/lag/series", "/v1/lag/series")
+               for q in ("since", "until", "every"))}
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
 _STATUS = {400: "A bad value, named in `error`", 401: "No token, or an unknown one",
            403: "The token's role or groups do not allow it", 404: "No such route",
@@ -98,7 +103,8 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
                 name = schema["$ref"].rsplit("/", 1)[1]
                 schema = {**components[name], "required": [
                     r for r in components[name].get("required", []) if r != "group"]}
-            op["requestBody"] = {"required": route.body != "GroupSet", "content": {
+            op["requestBody"] = {"required": route.body not in ("GroupSet", "Generations"),
+                                 "content": {
                 "application/json": {"schema": schema}}}
         if tokens and not route.public:
             op["security"] = [{"bearer": []}]
@@ -138,7 +144,7 @@ def openapi_document(*, tokens: bool) -> dict[str, Any]:
     return doc
 
 
-_COMMANDS = {c.__name__ for c in commands.COMMAND_TYPES} | {"PlanRow"}
+_COMMANDS = {c.__name__ for c in commands.COMMAND_TYPES} | {"PlanRow", "QueueRef"}
 
 
 def _without_op(schema: dict[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,10 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+import pyarrow as pa
 
 from ledger import (
     Commit,
@@ -40,6 +41,7 @@ from ledger.reads.documents import (
     progress_doc,
     state_doc,
 )
+from ledger.reads.generations import GenerationsQuery
 from server.committer import Busy, Committer, Stopping
 from server.reads import ReadSide
 from server.settings import ServeSettings
@@ -69,7 +71,8 @@ class Request:
     disconnected: Callable[[], Awaitable[None]] | None = None
 
 
-Answer = tuple[int, bytes]
+#: A status and a JSON body, or a status, a body and its content type.
+Answer = tuple[int, bytes] | tuple[int, bytes, str]
 Handler = Callable[["Api", Request], Awaitable[Answer]]
 
 
@@ -166,6 +169,15 @@ def _decode(body: bytes, as_type: type[Command], extra: dict[str, Any] | None = 
         raise HttpError(400, str(e)) from None
 
 
+def _bool(req: Request, name: str, default: bool = False) -> bool:
+    raw = req.query.get(name)
+    if raw is None:
+        return default
+    if raw not in ("true", "false"):
+        raise HttpError(400, f"invalid {name} {raw!r}: use true or false")
+    return raw == "true"
+
+
 def _int(req: Request, name: str, default: int | None = None) -> int | None:
     raw = req.query.get(name)
     if raw is None:
@@ -260,26 +272,52 @@ async def progress(api: Api, req: Request) -> Answer:
         lambda led: progress_doc(led.progress(group, req.query.get("topic")))))
 
 
+async def generations(api: Api, req: Request) -> Answer:
+    """Generation, pending reset, committed offset and last puller of the queues named (all of
+    the group's when none are): a consumer asks it every second for all its partitions, so it
+    is answered from the writer's memory between two batches (no DuckDB, no log; a lookup per
+    queue) rather than by the read side, which catches up with the log first."""
+    group = req.params["group"]
+    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    try:
+        query = msgspec.json.decode(req.body or b"{}", type=GenerationsQuery)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise HttpError(400, 'generations takes {"queues": [{"topic": ..., "queue_id": ...}]}: '
+                             f"{e}") from None
+    return _json(200, await asyncio.to_thread(
+        api.committer.read_current, lambda led: led.generations(group, query.queues)))
+
+
 async def lag(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
     window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
-    [doc] = await api.read(lambda led: led.lag(group=group, at_ms=req.query.get("at"),
-                                               window=window, allowed_lag=allowed))
+    [doc] = await api.read(lambda led: led.lag(group=group, topic=req.query.get("topic"),
+                                               at_ms=req.query.get("at"), window=window,
+                                               allowed_lag=allowed))
     return _json(200, doc)
 
 
 async def lag_all(api: Api, req: Request) -> Answer:
+    """Every group's lag summed up; with `windows=true` the whole document (`lag --json`)."""
     api.may(req.token.may_read(), req.token, "read the lag of every group")
     window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
-    return _json(200, await api.read(lambda led: lag_summary_doc(led.lag(
-        topic=req.query.get("topic"), at_ms=req.query.get("at"), window=window,
-        allowed_lag=allowed))))
+    whole = _bool(req, "windows")
+
+    def answer(led: Any) -> list[dict[str, Any]]:
+        doc = led.lag(topic=req.query.get("topic"), at_ms=req.query.get("at"), window=window,
+                      allowed_lag=allowed)
+        return doc if whole else lag_summary_doc(doc)
+
+    return _json(200, await api.read(answer))
 
 
 async def lag_series(api: Api, req: Request) -> Answer:
-    group = req.params["group"]
-    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    group = req.params.get("group")
+    if group is None:
+        api.may(req.token.may_read(), req.token, "read the lag of every group")
+    else:
+        api.may(req.token.may_read(group), req.token, f"read group {group!r}")
     since, until, every = (req.query.get(n) for n in ("since", "until", "every"))
     if since is None or until is None or every is None:
         raise HttpError(400, "a lag series needs since, until (times) and every (a duration: "
@@ -301,9 +339,11 @@ async def history(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read(), req.token, "read history")
     q = req.query
     queue_id, limit = _int(req, "queue_id"), _int(req, "limit")
+    queue_events = _bool(req, "queue_events", True)
     return _json(200, await api.read(lambda led: history_doc(led.history(
         group=q.get("group"), topic=q.get("topic"), queue_id=queue_id, kind=q.get("kind"),
-        since_ms=q.get("since"), until_ms=q.get("until"), limit=limit))))
+        since_ms=q.get("since"), until_ms=q.get("until"), limit=limit,
+        queue_events=queue_events))))
 
 
 async def state(api: Api, req: Request) -> Answer:
@@ -325,6 +365,11 @@ async def lookup(api: Api, req: Request) -> Answer:
 
 class SqlBody(msgspec.Struct, forbid_unknown_fields=True):
     query: str
+    #: json: a list of objects; arrow: an Arrow IPC stream (types kept: a cluster's union)
+    format: Literal["json", "arrow"] = "json"
+
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 async def sql(api: Api, req: Request) -> Answer:
@@ -342,7 +387,23 @@ async def sql(api: Api, req: Request) -> Answer:
         if not running.done():
             prepared.interrupt("its client left")
         left.cancel()
-    return _json(200, (await running).to_pylist())
+    table = await running
+    if body.format == "arrow":
+        return 200, arrow_stream(table), ARROW_STREAM
+    return _json(200, table.to_pylist())
+
+
+def arrow_stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+async def export(api: Api, req: Request) -> Answer:
+    group = req.params["group"]
+    api.may(req.token.may_read(group), req.token, f"read group {group!r}")
+    return _json(200, await api.read(lambda led: led.export_rows(group)))
 
 
 async def healthz(api: Api, req: Request) -> Answer:
@@ -383,16 +444,25 @@ ROUTES: tuple[Route, ...] = (
           query=("topic",)),
     Route("POST", "/v1/groups/{group}/reset", reset, "Plan (or execute) a reset",
           body="Reset", answer="ResetResult"),
+    Route("POST", "/v1/groups/{group}/generations", generations, "Generation, pending reset, "
+          "committed offset and last puller of some queues of a group (a consumer's cheap "
+          "periodic check)", body="Generations", answer="QueueGenerations"),
     Route("GET", "/v1/groups/{group}/lag", lag, "Lag health and time lag of a group",
-          query=("at", "window", "allowed_lag"), answer="Object"),
+          query=("at", "window", "allowed_lag", "topic"), answer="Object"),
+    Route("GET", "/v1/groups/{group}/export", export, "The group's committed offsets, one row "
+          "per queue (Kafka's reset CSV fields)"),
     Route("GET", "/v1/groups/{group}/lag/series", lag_series, "Lag and time lag of each queue "
           "of a group at every step from since to until (charts)",
           query=("since", "until", "every", "topic")),
-    Route("GET", "/v1/lag", lag_all, "Lag health of every group, summed up (no windows)",
-          query=("at", "window", "allowed_lag", "topic")),
+    Route("GET", "/v1/lag", lag_all, "Lag health of every group, summed up (no windows; "
+          "windows=true: the whole document, as lag --json)",
+          query=("at", "window", "allowed_lag", "topic", "windows")),
+    Route("GET", "/v1/lag/series", lag_series, "Lag and time lag of each queue of every "
+          "group at every step from since to until", query=("since", "until", "every", "topic")),
     Route("GET", "/v1/whoami", whoami, "The token's name, roles and groups", answer="Object"),
     Route("GET", "/v1/history", history, "Events, oldest first",
-          query=("group", "topic", "queue_id", "kind", "since", "until", "limit")),
+          query=("group", "topic", "queue_id", "kind", "since", "until", "limit",
+                 "queue_events")),
     Route("GET", "/v1/state", state, "Committed offsets at a time", query=("at", "group")),
     Route("GET", "/v1/lookup", lookup, "First offset stored at or after a time, per queue",
           query=("topic", "datetime")),

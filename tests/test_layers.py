@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The rooms of ledger/, bottom first: each may import only the rooms before it.
 LEDGER_ROOMS = ("errors", "limits", "timeparse", "fold", "commands", "store", "reads", "lag",
-                "importers", "reset", "executor", "demo", "ledger", "follow")
+                "importers", "reset", "executor", "demo", "ledger", "follow", "cluster")
 
 #: Top-level packages and what each may import of the project (cli is lazy about server and
 #: spark_compaction, but still one way).

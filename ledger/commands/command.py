@@ -87,13 +87,15 @@ class QueueBounds(Command, tag="queue_bounds", kw_only=True, frozen=True, gc=Fal
 
 
 class Pull(Command, tag="pull", kw_only=True, frozen=True, gc=False):
-    """Where `client` reads next (a pending reset first); at most `max` messages."""
+    """Where `client` reads next (a pending reset first); at most `max` messages. A pull of
+    `max` 0 takes none: it only answers where the client starts (what a Kafka consumer asks
+    when a partition is assigned to it), so a later pull never continues past it."""
 
     group: Name
     topic: Name
     queue_id: QueueId
     client: Name | None = None
-    max: Annotated[int, msgspec.Meta(ge=1, le=PULL_MAX)] = 32
+    max: Annotated[int, msgspec.Meta(ge=0, le=PULL_MAX)] = 32
 
 
 class Commit(Command, tag="commit", kw_only=True, frozen=True, gc=False):
@@ -105,6 +107,10 @@ class Commit(Command, tag="commit", kw_only=True, frozen=True, gc=False):
     offset: Offset
     client: Name | None = None
     generation: Annotated[int, msgspec.Meta(ge=0, le=GENERATION_MAX)] | None = None
+    #: Fenced unless `client` made the queue's last pull: a client owns a queue from its pull
+    #: until another client pulls it (a Kafka partition's assignment), so a zombie whose
+    #: queue moved on cannot commit.
+    owner_only: bool = False
 
 
 class Sync(Command, tag="sync", kw_only=True, frozen=True, gc=False):
@@ -231,6 +237,9 @@ def validate(cmd: Command) -> Command:
         if value is not None:
             check_name(value, name)
     if type(cmd) is Commit or type(cmd) is Pull:
+        if type(cmd) is Commit and cmd.owner_only and cmd.client is None:  # type: ignore[attr-defined]
+            raise InvalidInput("commit: owner_only needs a client (the owner of a queue is "
+                               "the client of its last pull)")
         return cmd
     actor = getattr(cmd, "actor", None)
     if actor is not None:

@@ -50,6 +50,7 @@ BULK_SCHEMA = pa.schema([
     ("all_topics", pa.bool_()), ("backward_only", pa.bool_()), ("reason", pa.string()),
     ("actor", pa.string()), ("execute", pa.bool_()), ("force", pa.bool_()),
     ("mode", pa.string()), ("initial", pa.string()), ("client_timeout", pa.string()),
+    ("owner_only", pa.bool_()),
 ])
 CORE = ("op", "group", "topic", "queue_id", "client", "offset", "max", "ts")
 #: Bytes per parallel block of the reader (two cores parse two at once).

@@ -92,3 +92,20 @@ def result_doc(result: Result) -> dict[str, Any]:
     doc.pop("line", None)
     doc.pop("op", None)
     return doc
+
+
+#: The result type of each op (what `from_doc` decodes an `apply` object into).
+RESULT_TYPES: dict[str, type[Result]] = {
+    "pull": PullResult, "commit": CommitResult, "queue_append": QueueResult,
+    "queue_truncate": QueueResult, "queue_bounds": QueueResult, "sync": SyncResult,
+    "group_set": GroupResult, "group_delete": GroupDeleteResult, "reset": ResetResult}
+
+
+def from_doc(doc: dict[str, Any]) -> Result:
+    """An `apply` object (as a server answers it) as its typed result; a failed command's
+    object, which lacks its op's fields, as a plain Result."""
+    kind = RESULT_TYPES.get(doc.get("op") or "", Result)
+    try:
+        return msgspec.convert(doc, kind)
+    except msgspec.ValidationError:
+        return msgspec.convert({k: doc[k] for k in Result.__struct_fields__ if k in doc}, Result)

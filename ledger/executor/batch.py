@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ledger.commands.command import BY_OP, Command, QueueAppend, Reset
+from ledger.commands.command import BY_OP, Command, Commit, QueueAppend, Reset
 from ledger.commands.results import Result
 from ledger.errors import LedgerError
 from ledger.executor.columnar import TYPED, Job, apply_table
@@ -125,12 +125,15 @@ def command_table(commands: Sequence[Command | LedgerError]) -> pa.Table:
     columns: dict[str, list[Any]] = {f: [None] * n for f in
                                      ("group", "topic", "client", "ts", "store_time",
                                       *_INT_FIELDS)}
+    owner_only: list[bool | None] = [None] * n
     text_ts = False
     for i, cmd in enumerate(commands):
         op = _OP_OF_TYPE.get(type(cmd))
         if op is None:
             continue
         ops[i] = op
+        if type(cmd) is Commit and cmd.owner_only:
+            owner_only[i] = True
         for name in ("group", "topic", "client", *_INT_FIELDS):
             value = getattr(cmd, name, None)
             if value is not None and not isinstance(value, (str, int)):
@@ -150,4 +153,5 @@ def command_table(commands: Sequence[Command | LedgerError]) -> pa.Table:
     for name in (*_INT_FIELDS, "store_time"):
         arrays[name] = pa.array(columns[name], pa.int64())
     arrays["ts"] = pa.array(columns["ts"], pa.string() if text_ts else pa.int64())
+    arrays["owner_only"] = pa.array(owner_only, pa.bool_())
     return pa.table(arrays)

@@ -174,6 +174,16 @@ class _Columns:
                 pass
         return codes, values, valid
 
+    def flags(self, name: str) -> np.ndarray:
+        """Lines whose boolean field is given and not false (any other type counts as given:
+        such a line is decided per command, which names the bad value)."""
+        if name not in self.batch.column_names:
+            return np.zeros(self.n, bool)
+        col = _one_array(self.batch.column(name))
+        if pa.types.is_boolean(col.type):
+            return pc.fill_null(col, False).to_numpy(zero_copy_only=False)
+        return col.is_valid().to_numpy(zero_copy_only=False)
+
     def ints(self, name: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(values with 0 for invalid, valid mask, present mask: the line has the field)."""
         if name not in self.batch.column_names:
@@ -298,6 +308,7 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     offset, offset_ok, _ = cols.ints("offset", 0, VALUE_MAX)
     pull_max, pull_max_ok, pull_max_present = cols.ints("max", 1, PULL_MAX)
     _, _, generation_present = cols.ints("generation", 0, 0)
+    owner_only = cols.flags("owner_only")  # decided per command: who pulled last
     count, count_ok, count_present = cols.ints("count", 1, APPEND_COUNT_MAX)
     _, store_ok, store_present = cols.ints("store_time", 0, TS_MAX)
 
@@ -310,7 +321,7 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     key_ok = group_ok & topic_ok & qid_ok & (~ts_present | ts_ok)
     commit, pull, append = is_op("commit"), is_op("pull"), is_op("queue_append")
     hot = key_ok & (
-        (commit & offset_ok & ~generation_present & (client_ok | client_null))
+        (commit & offset_ok & ~generation_present & ~owner_only & (client_ok | client_null))
         | (pull & client_ok & (~pull_max_present | pull_max_ok)))
     pull_max = np.where(pull_max_present, pull_max, 32)
     # appends whose effect is known up front; any other append or truncate pins its queue

@@ -126,12 +126,12 @@ def _dispatch(writer: Writer, cmd: Command, line: int, op: str, now: int, events
     t = type(cmd)
     if t is Commit:
         c: Commit = cmd  # type: ignore[assignment]
-        if c.generation is None and state.fast_commit(
+        if c.generation is None and not c.owner_only and state.fast_commit(
                 c.group, c.topic, c.queue_id, c.offset, c.client, now, retention, events,
                 actor) is not None:
             return CommitResult(line=line, op=op, accepted=True, reason=None, offset=c.offset)
         r = state.decide_commit(c.group, c.topic, c.queue_id, c.offset, c.client, c.generation,
-                                now, retention, events, actor)
+                                now, retention, events, actor, c.owner_only)
         return CommitResult(line=line, op=op, accepted=r.accepted, reason=r.reason,
                             offset=r.offset,
                             error=None if r.accepted else f"commit refused: {r.reason}")

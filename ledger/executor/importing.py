@@ -13,11 +13,11 @@ an offset the group did not end at. A ledger opened with `backfill` takes such t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ledger.commands.command import from_obj
-from ledger.commands.results import GroupDeleteResult, QueueResult, SyncResult
+from ledger.commands.results import GroupDeleteResult, QueueResult, Result, SyncResult
 from ledger.errors import InvalidInput, LedgerError
 from ledger.executor.batch import execute
 from ledger.executor.handlers import ts_limit_of
@@ -37,26 +37,72 @@ def submit_import(writer: Writer, imported: ImportResult | list[dict[str, Any]],
     _check_times(writer, imported.commands)
     commands, already = _not_yet_recorded(writer, imported.commands)
     last_ts = writer.state.last_ts
-    late = sum(1 for c in commands if isinstance(c.get("ts"), int) and c["ts"] < last_ts)
-    tally = BatchTally()
+    counts = BatchTally()
     for start in range(0, len(commands), IMPORT_BATCH_COMMANDS):
         part = commands[start:start + IMPORT_BATCH_COMMANDS]
-        tally.add(writer, part, first_line=start + 1)
+        counts.add(writer, part, first_line=start + 1)
         if on_progress is not None:
             on_progress(len(part))
-    changed, unchanged, bounds, errors = tally.changed, tally.unchanged, tally.bounds, tally.errors
-    first_error = tally.first_error
-    summary = {"records": imported.records, "commands": len(commands), "changed": changed,
-               "unchanged": unchanged, "already_recorded": already, "bounds_raised": bounds,
-               "errors": errors,
-               "recorded_late": late, "skipped": imported.skipped,
+    return import_summary(imported, commands, already, last_ts, counts)
+
+
+class ImportCounts:
+    """What the results of an import's commands say: offsets changed or not (a group delete
+    changes each of its queues), bounds raised, errors (the first one named)."""
+
+    def __init__(self) -> None:
+        self.changed = self.unchanged = self.bounds = self.errors = 0
+        self.first_error: str | None = None
+
+    def count(self, results: Iterable[Result]) -> None:
+        for r in results:
+            if r.error is not None:
+                self.errors += 1
+                self.first_error = self.first_error or f"command {r.line}: {r.error}"
+            elif isinstance(r, SyncResult):
+                self.changed += r.changed
+                self.unchanged += not r.changed
+            elif isinstance(r, QueueResult) and r.seq is not None:
+                self.bounds += 1
+            elif isinstance(r, GroupDeleteResult):
+                self.changed += r.queues_deleted
+
+
+class BatchTally(ImportCounts):
+    """ImportCounts over batches of importer commands, each folded and made durable as one
+    append."""
+
+    def add(self, writer: Writer, commands: list[dict[str, Any]], first_line: int = 1) -> None:
+        """One batch (at most IMPORT_BATCH_COMMANDS): decoded, folded, one append (one fsync),
+        so it is durable whole or not at all (a follower's position rides in it)."""
+        if len(commands) > IMPORT_BATCH_COMMANDS:
+            raise ValueError(f"{len(commands)} commands: one batch takes at most "
+                             f"{IMPORT_BATCH_COMMANDS}")
+        batch: list[Any] = []
+        for c in commands:
+            try:
+                batch.append(from_obj(c))
+            except LedgerError as e:
+                batch.append(e)
+        self.count(execute(writer, batch, first_line=first_line).results)
+
+
+def import_summary(imported: ImportResult, commands: list[dict[str, Any]], already: int,
+                   last_ts: int, counts: ImportCounts) -> dict[str, Any]:
+    """The summary of an import whose `commands` (those not recorded yet) were applied to a
+    ledger whose last event was at `last_ts` before it."""
+    late = sum(1 for c in commands if isinstance(c.get("ts"), int) and c["ts"] < last_ts)
+    summary = {"records": imported.records, "commands": len(commands),
+               "changed": counts.changed, "unchanged": counts.unchanged,
+               "already_recorded": already, "bounds_raised": counts.bounds,
+               "errors": counts.errors, "recorded_late": late, "skipped": imported.skipped,
                "groups": list(imported.groups), "notes": list(imported.notes)}
     if late:
         summary["notes"].append(
             f"{late} record(s) carry a time before the ledger's last event ({last_ts} ms): the "
             "ledger's time never goes backwards, so they are recorded at that time")
-    if errors:
-        summary["first_error"] = first_error
+    if counts.errors:
+        summary["first_error"] = counts.first_error
     return summary
 
 
@@ -77,41 +123,6 @@ def _check_times(writer: Writer, commands: list[dict[str, Any]]) -> None:
                                if c.get(k) is not None)
             raise InvalidInput(f"the {c.get('op')} record of {record}: {e}; nothing imported "
                                "(--backfill records it as given)") from None
-
-
-class BatchTally:
-    """Counts over batches of importer commands, each folded and made durable as one append."""
-
-    __slots__ = ("changed", "unchanged", "bounds", "errors", "first_error")
-
-    def __init__(self) -> None:
-        self.changed = self.unchanged = self.bounds = self.errors = 0
-        self.first_error: str | None = None
-
-    def add(self, writer: Writer, commands: list[dict[str, Any]], first_line: int = 1) -> None:
-        """One batch (at most IMPORT_BATCH_COMMANDS): decoded, folded, one append (one fsync),
-        so it is durable whole or not at all (a follower's position rides in it)."""
-        if len(commands) > IMPORT_BATCH_COMMANDS:
-            raise ValueError(f"{len(commands)} commands: one batch takes at most "
-                             f"{IMPORT_BATCH_COMMANDS}")
-        batch: list[Any] = []
-        for c in commands:
-            try:
-                batch.append(from_obj(c))
-            except LedgerError as e:
-                batch.append(e)
-        done = execute(writer, batch, first_line=first_line)
-        for r in done.results:
-            if r.error is not None:
-                self.errors += 1
-                self.first_error = self.first_error or f"command {r.line}: {r.error}"
-            elif isinstance(r, SyncResult):
-                self.changed += r.changed
-                self.unchanged += not r.changed
-            elif isinstance(r, QueueResult) and r.seq is not None:
-                self.bounds += 1
-            elif isinstance(r, GroupDeleteResult):
-                self.changed += r.queues_deleted
 
 
 def _not_yet_recorded(writer: Writer, commands: list[dict[str, Any]]

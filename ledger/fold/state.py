@@ -607,7 +607,7 @@ class State:
     def decide_commit(
         self, group: str, topic: str, queue_id: int, offset: int, client: str | None,
         generation: int | None, now_ms: int, retention_ms: int, out: EventBuffer,
-        actor: str | None = None,
+        actor: str | None = None, owner_only: bool = False,
     ) -> CommitResult:
         key = (group, topic, queue_id)
         broadcast = self.is_broadcast(group)
@@ -617,6 +617,8 @@ class State:
         found = (self.clients.get(key, {}).get(bclient) if bclient is not None
                  else self.positions.get(key))
         pos = found if found is not None else Position()
+        if owner_only and (client is None or pos.last_client != client):
+            return CommitResult(False, "fenced", pos.committed)  # another client pulled since
         effective = generation
         if effective is None and client is not None:
             effective = pos.client_generations.get(client)

@@ -86,10 +86,11 @@ def resolve_time(value: int | str | None, writer: Writer, what: str) -> int | No
 def history(writer: Writer, *, group: str | None = None, topic: str | None = None,
             queue_id: int | None = None, kind: str | None = None,
             since: int | str | None = None, until: int | str | None = None,
-            limit: int | None = None) -> pa.Table:
-    """Matching events, oldest first; `limit` keeps the newest N. Key filters and the upper
-    time bound apply before prev_offset is derived (they keep every event's predecessor),
-    the rest after."""
+            limit: int | None = None, queue_events: bool = True) -> pa.Table:
+    """Matching events, oldest first; `limit` keeps the newest N; `queue_events` False leaves
+    out the events of queues (appends, truncations: they name no group; a cluster holds them on
+    every shard). Key filters and the upper time bound apply before prev_offset is derived
+    (they keep every event's predecessor), the rest after."""
     if group is not None:
         check_name(group, "group")
     if topic is not None:
@@ -109,6 +110,8 @@ def history(writer: Writer, *, group: str | None = None, topic: str | None = Non
         if val is not None:
             pre.append(f"{col} = ?")
             pre_params.append(val)
+    if not queue_events:
+        pre.append("consumer_group IS NOT NULL")
     if until_ms is not None:
         pre.append("ts <= ?")
         pre_params.append(until_ms)

@@ -146,6 +146,23 @@ def prepare_read_only(view: View, segments: Sequence[Path], tail: pa.Table,
     return SqlQuery(con, query)
 
 
+def run_over_tables(tables: dict[str, pa.Table], query: str,
+                    timeout_s: float | None = None) -> pa.Table:
+    """`query` (one read, checked as above) over `tables` only, in the same locked engine and
+    under the same time limit: how a cluster runs SQL over the union of its shards' tables."""
+    con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))
+    try:
+        statement_kind(con, query)
+        con.execute("SET threads TO 2")
+        for name, table in tables.items():
+            con.register(name, table)
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return SqlQuery(con, query).run(timeout_s)
+
+
 def _registered(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> str:
     con.register(name, table)
     return name

@@ -24,7 +24,7 @@ COMMIT = ["commit", "--group", G, "--topic", T, "--queue", "0"]
     (["queue", "append", "--topic", T, "--queue", "0", "--store-time", "10am"], ["'10am'"]),
     (["queue", "append", "--topic", T, "--queue", "0", "--count", "0"], ["invalid count 0"]),
     (["queue", "truncate", "--topic", T, "--queue", "0", "--min-offset", "-1"], ["-1"]),
-    (["pull", "--group", G, "--topic", T, "--queue", "0", "--max", "0"], ["invalid max 0"]),
+    (["pull", "--group", G, "--topic", T, "--queue", "0", "--max", "-1"], ["invalid max -1"]),
     (["history", "--since", "last tuesday"], ["since", "'last tuesday'"]),
     (["history", "--until", "2026-13-01T00:00:00"], ["until", "'2026-13-01T00:00:00'"]),
     (["at", "2026-11-20 25:00"], ["'2026-11-20 25:00'"]),

@@ -197,7 +197,7 @@ def test_a_plan_executed_as_a_command_applies_its_own_targets(ledger: Ledger) ->
 
 def test_python_commands_are_validated_like_json_ones(ledger: Ledger) -> None:
     results = ledger.submit([Commit(group=G, topic=T, queue_id=-1, offset=1),
-                             Pull(group=G, topic=T, queue_id=0, max=0),
+                             Pull(group=G, topic=T, queue_id=0, max=-1),
                              QueueAppend(topic="a b", queue_id=0),
                              QueueTruncate(topic=T, queue_id=0, min_offset="x"),  # type: ignore[arg-type]
                              GroupSet(group=G, mode="fan-out"),  # type: ignore[arg-type]

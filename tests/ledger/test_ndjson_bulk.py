@@ -65,7 +65,7 @@ ODD_LINES = [
     {"op": "commit", "group": "g1", "topic": "t", "queue_id": -1, "offset": 1},
     {"op": "commit", "group": "g1", "topic": "t", "queue_id": 0},
     {"op": "commit", "group": "g1", "topic": "t", "queue_id": 0, "offset": 2**63 - 1},
-    {"op": "pull", "group": "g1", "topic": "t", "queue_id": 0, "client": "c", "max": 0},
+    {"op": "pull", "group": "g1", "topic": "t", "queue_id": 0, "client": "c", "max": -1},
     {"op": "queue_append", "topic": "t", "queue_id": 0, "count": 0},
     {"op": "reset", "group": "g1", "topic": "t", "queue_id": 0, "to_offset": 0, "execute": True},
     {"op": "reset", "group": "g1", "topic": "t", "to_offset": 1, "to_latest": True},

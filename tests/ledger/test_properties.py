@@ -49,7 +49,8 @@ def typed_call(led: Ledger, line: dict[str, Any]) -> dict[str, Any]:
             out = {"next_offset": r.next_offset, "generation": r.generation, "count": r.count}
         elif op == "commit":
             c = led.commit(g, t, q, line["offset"], client=line.get("client"),
-                           generation=line.get("generation"))
+                           generation=line.get("generation"),
+                           owner_only=line.get("owner_only", False))
             out = {"accepted": c.accepted, "reason": c.reason, "offset": c.offset}
             if not c.accepted:
                 out["error"] = f"commit refused: {c.reason}"

@@ -166,3 +166,14 @@ def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield s
     finally:
         s.kill()
+
+
+def commits_refused(server: Server, group: str, reason: str, token: str | None = None) -> float:
+    """offset_ledger_commits_refused_total of `group` and `reason` on the server's /metrics
+    (`token`: one that may read them, where the server checks tokens)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    status, text = raw(server, "GET", "/metrics", None, headers)
+    assert status == 200, text
+    m = re.search(rf'offset_ledger_commits_refused_total\{{consumer_group="{re.escape(group)}",'
+                  rf'reason="{reason}"\}} (\S+)', text)
+    return float(m.group(1)) if m else 0.0

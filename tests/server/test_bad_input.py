@@ -65,7 +65,7 @@ BAD = [  # method, path, body, status, a part of the error naming the bad value
     ("POST", "/v1/commit", _body({**KEY, "offset": 1, "op": "reset"}), 400, "invalid op"),
     ("POST", "/v1/commit", _body({"group": "g", "topic": "t", "offset": 1}), 400,
      "commit needs queue_id"),
-    ("POST", "/v1/pull", _body({**KEY, "client": "c", "max": 0}), 400, "invalid max 0"),
+    ("POST", "/v1/pull", _body({**KEY, "client": "c", "max": -1}), 400, "invalid max -1"),
     ("POST", "/v1/queues/append", _body({"topic": "t", "queue": 0, "count": 0}), 400,
      "invalid count 0"),
     ("POST", "/v1/queues/append", _body({"topic": "t", "queue": 0, "queue_id": 0}), 400,

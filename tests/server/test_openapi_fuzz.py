@@ -48,9 +48,12 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 _WRITES = [("POST", "/v1/commit"), ("POST", "/v1/pull"), ("POST", "/v1/queues/append"),
            ("POST", "/v1/queues/truncate"), ("PUT", "/v1/groups/{group}"),
            ("DELETE", "/v1/groups/{group}"), ("POST", "/v1/groups/{group}/reset"),
-           ("POST", "/v1/sql"), ("GET", "/v1/groups/{group}/lag/series"), ("GET", "/v1/history")]
+           ("POST", "/v1/sql"), ("GET", "/v1/groups/{group}/lag/series"),
+           ("GET", "/v1/lag/series"), ("GET", "/v1/history")]
 EXCLUDED = {("POST", "/v1/commands"): [negative_data_rejection, positive_data_acceptance],
-            **{w: [positive_data_acceptance] for w in _WRITES}}
+            **{w: [positive_data_acceptance] for w in _WRITES},
+            # a read with a body of queue ids: 1.0 is refused as a queue id there too
+            ("POST", "/v1/groups/{group}/generations"): [positive_data_acceptance]}
 DOCUMENT = openapi_document(tokens=False)
 schema = schemathesis.openapi.from_dict(DOCUMENT)
 schemathesis.serializer.alias("application/x-ndjson", "text/plain")  # NDJSON: lines of text

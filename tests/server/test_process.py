@@ -139,8 +139,11 @@ def test_sigterm_during_a_runaway_query_stops_the_server_promptly(tmp_path: Path
     s = Server(tmp_path / "data", "--sql-timeout", "600")
     try:
         worker = _worker_pid(s)
+        idle = _cpu_s(worker)
         with _running_query(s) as answer:
-            wait_for(lambda: _busy(worker), 60, "the query to run")
+            # a CPU second spent since the query was sent: on a loaded machine a query gets
+            # less than half a core, so a per-second rate would never be seen
+            wait_for(lambda: _cpu_s(worker) - idle >= 1.0, 60, "the query to run")
             started = time.monotonic()
             assert s.stop(signal.SIGTERM, timeout=60) == 0
             stopped_s = time.monotonic() - started

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledger import Ledger
+from ledger.cluster.placement import shard_of
 from ledger.fold.events import EVENT_SCHEMA, Event, to_record_batch
 from ledger.store.settings import load as load_settings
 from ledger.store.writer import log_settings
@@ -55,20 +56,6 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
         yield cluster
     finally:
         cluster.stop()
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (UTF-16 code units, 32-bit signed)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def shard_of(group: str, shards: int) -> int:
-    """The shard of a group: Kafka's placement of a group in `__consumer_offsets`."""
-    return abs(java_string_hash(group)) % shards
 
 
 def sharded_ledgers(

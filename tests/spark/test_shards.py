@@ -63,13 +63,15 @@ def test_replay_at_a_seq_needs_one_root(spark, shards):
         replay([roots[0], roots[0]], at_ts=0)
 
 
-def test_cli_replay_and_audit_over_roots(spark, shards, capsys):
+def test_cli_replay_and_audit_over_roots(spark, shards, capsys, tmp_path):
     roots, times = shards
     args = [a for r in roots for a in ("--root", str(r))]
     assert invoke(["replay", "--at", str(times[-1]), *args, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert sorted(rows, key=lambda r: tuple(r[c] for c in KEY)) == duckdb_state(roots, times[-1])
-    assert invoke(["audit", *args, "--json"]) == 0
+    cluster = tmp_path / "cluster.toml"  # the same roots, as a cluster file lists its shards
+    cluster.write_text("".join(f'[[shard]]\nroot = "{r}"\n' for r in roots))
+    assert invoke(["--cluster", str(cluster), "audit", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["clean"] and out["roots"] == [str(r) for r in roots]
     assert [s["shard"] for s in out["checked"]["shards"]] == list(range(SHARDS))

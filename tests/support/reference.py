@@ -53,7 +53,7 @@ NAME = re.compile(r"[A-Za-z0-9._\-%|]{1,249}")
 # everything"); DESIGN.md names only the int32 queue id. A value outside is bad input.
 RANGES: dict[str, tuple[int, int]] = {
     "queue_id": (0, 2**31 - 1), "offset": (0, 2**63 - 1), "count": (1, 2**31 - 1),
-    "max": (1, 1_000_000), "generation": (0, 2**31 - 1), "shift_by": (-(2**62), 2**62),
+    "max": (0, 1_000_000), "generation": (0, 2**31 - 1), "shift_by": (-(2**62), 2**62),
     "ts": (0, 253_402_300_799_999),  # up to 9999-12-31T23:59:59.999Z
     "client_timeout_ms": (1, 10**12)}
 REASON_LENGTH_MAX = 4096
@@ -542,6 +542,9 @@ class ReferenceLedger:
             _name(client)
         if generation is not None:
             _int(generation, "generation")
+        owner_only = line.get("owner_only", False)
+        if not isinstance(owner_only, bool) or (owner_only and client is None):
+            raise BadInput("owner_only is true or false, and needs a client")
         key = (group, topic, queue_id)
         own = client if self.is_broadcast(group) else None
         p = self._peek(key, own)
@@ -550,6 +553,11 @@ class ReferenceLedger:
             # Rule 2: refusals append nothing and return a reason (and the offset as it is).
             return {"accepted": False, "reason": reason, "offset": p["committed"],
                     "error": f"commit refused: {reason}"}
+
+        # A commit `owner_only` is fenced unless its client made the queue's last pull (the
+        # Kafka consumer's ownership of its partition: a zombie cannot commit).
+        if owner_only and p["last_client"] != client:
+            return refused("fenced")
 
         # Rule 3: a commit naming no generation takes that of its client's last pull;
         # implementation's choice: a client that never pulled here counts as an operator.

@@ -32,7 +32,7 @@ LINE_SCHEMA = pa.schema([
     ("to_earliest", pa.bool_()), ("to_latest", pa.bool_()), ("to_current", pa.bool_()),
     ("all_topics", pa.bool_()), ("backward_only", pa.bool_()), ("execute", pa.bool_()),
     ("mode", pa.string()), ("client_timeout", pa.string()), ("initial", pa.string()),
-    ("ts", pa.int64()),
+    ("ts", pa.int64()), ("owner_only", pa.bool_()),
 ])
 
 
@@ -81,7 +81,7 @@ def commands(*, groups: tuple[str, ...] = GROUPS, topics: tuple[str, ...] = TOPI
     key = st.tuples(st.sampled_from(groups), queue)
     pull = st.builds(lambda k, c, m: {"op": "pull", "group": k[0], "topic": k[1][0],
                                       "queue_id": k[1][1], "client": c, "max": m},
-                     key, st.sampled_from(clients), st.integers(1, 40))
+                     key, st.sampled_from(clients), st.integers(0, 40))
     commit = st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": k[1][0],
                                         "queue_id": k[1][1], "offset": o,
                                         **({} if c is None else {"client": c})},
@@ -107,6 +107,11 @@ def commands(*, groups: tuple[str, ...] = GROUPS, topics: tuple[str, ...] = TOPI
         st.builds(lambda k, o, g: {"op": "commit", "group": k[0], "topic": k[1][0],
                                    "queue_id": k[1][1], "offset": o, "generation": g},
                   key, st.integers(0, 200), st.integers(0, 3)),
+        # a Kafka consumer's commit: fenced unless its client pulled the queue last
+        st.builds(lambda k, c, o: {"op": "commit", "group": k[0], "topic": k[1][0],
+                                   "queue_id": k[1][1], "offset": o, "client": c,
+                                   "owner_only": True},
+                  key, st.sampled_from(clients), st.integers(0, 200)),
         *[reset] * 2,  # every mode and scope, racing pulls and commits
         *[group_set] * 2,  # mode switches meet every other rule
         st.builds(lambda g: {"op": "group_delete", "group": g}, st.sampled_from(groups)),
@@ -114,7 +119,7 @@ def commands(*, groups: tuple[str, ...] = GROUPS, topics: tuple[str, ...] = TOPI
     if malformed:
         parts += [
             st.builds(lambda k: {"op": "pull", "group": k[0], "topic": k[1][0],
-                                 "queue_id": k[1][1], "client": "c1", "max": 0}, key),
+                                 "queue_id": k[1][1], "client": "c1", "max": -1}, key),
             st.builds(lambda k: {"op": "commit", "group": k[0], "topic": "bad topic",
                                  "queue_id": k[1][1], "offset": 1}, key),
             st.just({"op": "teleport", "group": groups[0]}),

@@ -110,7 +110,7 @@ def _extra(rng: random.Random, last: dict[str, Any]) -> bytes:
             json.dumps({"op": "commit", **key, "group": "bad name!", "offset": 1, "ts": ts}).encode(),
             json.dumps({"op": "commit", **key, "offset": -5, "ts": ts}).encode(),
             json.dumps({"op": "teleport", **key, "ts": ts}).encode(),
-            json.dumps({"op": "pull", **key, "client": "c", "max": 0, "ts": ts}).encode(),
+            json.dumps({"op": "pull", **key, "client": "c", "max": -1, "ts": ts}).encode(),
         ])
         return bad + b"\n"
     return _dump(cmd)
