@@ -723,10 +723,8 @@ def generations(
 ) -> None:
     """Per queue: generation (one more per reset), a reset pending until the next pull, the
     committed offset and the client of the last pull (what a consumer checks every second)."""
-    import msgspec
-
     with open_reader(ctx) as led:
-        rows = msgspec.to_builtins(led.generations(group, topic=topic))
+        rows = led.generations(group, topic=topic)
     emit(rows, as_json, GENERATION_COLUMNS, empty=f"no offsets for group {group!r}")
 
 
@@ -1094,6 +1092,10 @@ def follow_kafka(
         raise InvalidInput(f"invalid --poll-interval {poll_interval!r}: must be above zero")
     if token_file is not None and server is None:
         raise InvalidInput("--token-file goes with --server URL")
+    if cluster_file(ctx) is not None:  # its position is one ledger's: one follower per shard
+        raise InvalidInput("`follow kafka` writes to one ledger (--data-dir or --server), not a "
+                           "cluster: its position is one ledger's, and routing its records to "
+                           "their groups' shards is not built yet")
     options = FollowOptions(bootstrap_server=bootstrap_server, cluster=cluster,
                             offsets_topic=offsets_topic, config=parse_config(config or []),
                             poll_interval_s=interval_ms / 1000, groups=groups,

@@ -31,7 +31,7 @@ import urllib3
 
 from ledger.cluster import Cluster, ShardSpec, ShardUnavailable
 from ledger.cluster.shard import check_results
-from ledger.commands.command import Command, GroupSet, Reset, Sync, from_obj
+from ledger.commands.command import Command, GroupSet, Reset, Sync, from_obj, parse_topic_spec
 from ledger.commands.results import CommitResult, PullResult, ResetResult, Result, from_doc
 from ledger.errors import InvalidInput, LedgerError, RefusedError
 from ledger.executor.importing import ImportCounts, import_summary
@@ -351,6 +351,12 @@ class RemoteShard:
 
     def export_rows(self, group: str) -> list[dict[str, Any]]:
         return self._get(f"{group_path(group)}/export")
+
+    def generations(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+        name, ids = parse_topic_spec(topic) if topic is not None else (None, None)
+        queues = [(name, q) for q in ids] if name is not None and ids is not None else None
+        rows = self._call(lambda: self.client.generations(group, queues))
+        return [r for r in msgspec.to_builtins(rows) if name is None or r["topic"] == name]
 
     def sql(self, query: str, *, timeout_s: float | None = None) -> pa.Table:
         """The query's rows as the server's Arrow stream (types kept, for the cluster's

@@ -420,6 +420,9 @@ class Cluster:
     def export_rows(self, group: str) -> list[dict[str, Any]]:
         return self._routed(group).export_rows(group)
 
+    def generations(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+        return self._routed(group).generations(group, topic)
+
     def lag(self, *, group: str | None = None, topic: str | None = None,
             at_ms: int | str | None = None, window: int = 10, allowed_lag: int = 0
             ) -> list[dict[str, Any]]:

@@ -79,6 +79,8 @@ class Shard(Protocol):
 
     def export_rows(self, group: str) -> list[dict[str, Any]]: ...
 
+    def generations(self, group: str, topic: str | None = None) -> list[dict[str, Any]]: ...
+
     def sql(self, query: str, *, timeout_s: float | None = None) -> pa.Table: ...
 
     def close(self) -> None: ...
@@ -200,6 +202,9 @@ class LocalShard:
 
     def export_rows(self, group: str) -> list[dict[str, Any]]:
         return self.reader().export_rows(group)
+
+    def generations(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+        return msgspec.to_builtins(self.reader().generations(group, topic=topic))
 
     def sql(self, query: str, *, timeout_s: float | None = None) -> pa.Table:
         return self.reader().sql(query, timeout_s=timeout_s)

@@ -129,7 +129,8 @@ def test_history_of_every_group_is_merged_oldest_first(pair: Pair, args: tuple[s
 @pytest.mark.parametrize("group", [GROUPS[1], GROUPS[0], GROUPS[3], GROUPS[7]])  # shards 0-2
 def test_a_group_read_is_answered_by_its_shard_alone(pair: Pair, group: str) -> None:
     for args in (("progress", "--group", group), ("lag", "--group", group, "--at", str(END)),
-                 ("at", str(END), "--group", group), ("export", "--group", group)):
+                 ("at", str(END), "--group", group), ("export", "--group", group),
+                 ("generations", "--group", group)):
         one, many = pair.both(*args)
         assert _without(many, "lag_ms") == _without(one, "lag_ms"), args  # progress: now
     one, many = pair.both("history", "--group", group)
@@ -239,11 +240,13 @@ def test_writes_to_the_other_shards_go_on_while_one_is_missing(tmp_path: Path) -
 @pytest.mark.parametrize("args", [
     ("serve",), ("rebuild",), ("verify",), ("demo",),
     ("token", "add", "x", "--role", "audit"),  # replay and audit: tests/spark/test_shards.py
+    ("follow", "kafka", "--bootstrap-server", "127.0.0.1:1"),
 ], ids=" ".join)
 def test_commands_of_one_data_directory_refuse_a_cluster(pair: Pair, args: tuple[str, ...]
                                                         ) -> None:
     r = pair.many(*args)
-    assert_one_line_error(r, 2, "--cluster" if args[0] == "demo" else "one data directory")
+    expected = {"demo": "--cluster", "follow": "one ledger"}.get(args[0], "one data directory")
+    assert_one_line_error(r, 2, expected)
 
 
 def test_a_cluster_and_a_data_dir_are_not_both_given(pair: Pair) -> None:

@@ -90,7 +90,9 @@ def test_fan_out_reads_through_the_servers_answer_as_one_ledger(fed: Fed, args: 
 def test_group_reads_through_the_servers_answer_as_one_ledger(fed: Fed, group: str) -> None:
     group = PREFIX + group  # billing, and %RETRY%billing (a `%` in a URL path)
     for args in (("lag", "--group", group, "--at", str(END)), ("at", str(END), "--group", group),
-                 ("export", "--group", group), ("history", "--group", group)):
+                 ("export", "--group", group), ("history", "--group", group),
+                 ("generations", "--group", group), ("generations", "--group", group, "--topic",
+                                                    f"{PREFIX}orders:0,1")):
         one, many = fed.both(*args)
         assert _without(many, "seq", "shard") == _without(one, "seq"), args
 
