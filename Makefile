@@ -45,7 +45,8 @@ demo: venv
 # server against its PostgreSQL reference (server-latest.json), 4 shards against 1
 # (cluster-latest.json), a 1M-record Kafka offsets import
 # and `follow kafka` of the same records from a mock cluster against it, a Kafka consumer with its
-# offsets in the ledger against Kafka's own (kafka-consumer-latest.json),
+# offsets in the ledger against Kafka's own (kafka-consumer-latest.json), the Spark audit of 8
+# shards on a standalone cluster against local[2] (spark-cluster-latest.json),
 # and the read-scaling table (1M and 10M events; ledgers cached in bench/.cache) next to SQLite,
 # with history through serve (read-scaling-latest.{json,md}).
 bench: venv tools-check java-check
@@ -56,6 +57,7 @@ bench: venv tools-check java-check
 	$(BIN)/python -m bench.kafka_follow --records 1000000 | tee bench/results/kafka-follow-latest.json
 	$(BIN)/python -m bench.kafka_consumer_bench
 	$(BIN)/python -m bench.read_scaling --size default --http --mechanisms
+	$(BIN)/python -m bench.spark_cluster_bench
 
 bench-full: venv java-check tools-check
 	$(BIN)/python -m bench.run --size full

@@ -1496,7 +1496,7 @@ def _spark_roots(ctx: typer.Context, roots: list[Path] | None, many: bool = Fals
     return chosen
 
 
-MASTER_HELP = "Spark master URL (default local[*])."
+MASTER_HELP = "Spark master URL (default local[*]; spark://HOST:PORT for a standalone cluster)."
 
 
 @app.command()
@@ -1565,22 +1565,27 @@ def replay(
     seq: int = typer.Option(None, "--seq", metavar="N",
                             help="Log position instead of a time: the state before seq N."),
     group: str = typer.Option(None, "--group", help="Only this group."),
+    roots: list[Path] = typer.Option(
+        None, "--root", metavar="DIR",
+        help="A ledger data directory (a shard); repeat for several, read as one dataset "
+             "(default: --data-dir, or every shard of --cluster)."),
     master: str = typer.Option(None, "--master", metavar="URL", help=MASTER_HELP),
     as_json: bool = json_opt(),
 ) -> None:
-    """Committed offsets at TIME computed in Spark from checkpoint + log (what `at` prints)."""
+    """Committed offsets at TIME computed in Spark from checkpoint + log (what `at` prints);
+    over several roots, the union of their answers."""
     from spark_compaction import replay as replay_fn
     from spark_compaction.timeline import ledger_now_ms
 
     if (when is None) == (seq is None):
         raise InvalidInput("replay needs exactly one of --at TIME or --seq N")
-    (root,) = _spark_roots(ctx, None)
+    chosen = _spark_roots(ctx, roots, many=True)
     at_ts = None
     if when is not None:
         at_ts = time_arg(when, "--at")
         if at_ts is None:
-            at_ts = ledger_now_ms(root)
-    rows = replay_fn(root, at_ts=at_ts, at_seq=seq, group=group, master=master)
+            at_ts = ledger_now_ms(chosen)
+    rows = replay_fn(chosen, at_ts=at_ts, at_seq=seq, group=group, master=master)
     emit([{c: r.get(c) for c in STATE_COLUMNS} for r in rows], as_json, STATE_COLUMNS,
          empty="no offsets at that time")
 
@@ -1592,6 +1597,10 @@ def audit(
                               help="Report anomalies and resets from this ledger time on."),
     report: Path = typer.Option(None, "--report", metavar="FILE.html",
                                 help="Also write an HTML report (charts embedded)."),
+    roots: list[Path] = typer.Option(
+        None, "--root", metavar="DIR",
+        help="A ledger data directory (a shard); repeat for several, audited as one dataset "
+             "(default: --data-dir, or every shard of --cluster)."),
     master: str = typer.Option(None, "--master", metavar="URL", help=MASTER_HELP),
     as_json: bool = json_opt(),
 ) -> None:
@@ -1599,16 +1608,16 @@ def audit(
     there are findings."""
     from spark_compaction import audit as audit_fn
 
-    (root,) = _spark_roots(ctx, None)
+    chosen = _spark_roots(ctx, roots, many=True)
     since_ts = None
     if since is not None:
         since_ts = time_arg(since, "--since")
         if since_ts is None:
             from spark_compaction.timeline import ledger_now_ms
 
-            since_ts = ledger_now_ms(root)
+            since_ts = ledger_now_ms(chosen)
     with spark_progress() as step:
-        out = audit_fn(root, since_ts=since_ts, master=master, report=report, progress=step)
+        out = audit_fn(chosen, since_ts=since_ts, master=master, report=report, progress=step)
     if as_json:
         emit_json(out)
     else:
@@ -1623,7 +1632,7 @@ def audit(
             sys.stdout.write("\nresets\n")
             emit(resets, False)
         counts = ", ".join(f"{k} {v}" for k, v in out["findings_by_kind"].items() if v)
-        note(f"audit of {root}: " + (f"findings: {counts}" if counts else "clean")
+        note(f"audit of {out['root']}: " + (f"findings: {counts}" if counts else "clean")
              + f"; {len(out['resets'])} resets" + (f"; report {out['report']}"
                                                     if out["report"] else ""))
     if not out["clean"]:

@@ -22,6 +22,10 @@ checks the log as it was at its snapshot. The one moment it can be in a writer's
 query that reads the DuckDB view file when no writer holds it (milliseconds): DuckDB's own file
 lock then refuses a writer that opens the view at that instant.
 
+Several roots (the shards of a cluster) are audited as one dataset: one read of every manifest's
+files, rows tagged with their `shard`; each shard's view, seqs, bounds and history are checked
+against its own log (every finding names its shard), in the same few jobs.
+
 Spark jobs are few on purpose (each costs scheduling time even on a small ledger): the replay,
 one query for regressions, bounds and resets together, one aggregate for seqs (refined only where
 it finds something), and the lag series when a report is asked for.
@@ -32,7 +36,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,13 +48,21 @@ from ledger.errors import HistoryUnavailable
 from ledger.store.checkpoint import CHECKPOINT_SCHEMA
 from spark_compaction.session import (
     LogSnapshot,
+    Roots,
+    as_roots,
     events_frame,
     open_reader,
-    read_parquet,
+    sharded_parquet,
     snapshot_of,
     spark_session,
 )
-from spark_compaction.timeline import SETTING_KINDS, ReplayPoint, keyed_sql, replay_frame
+from spark_compaction.timeline import (
+    SETTING_KINDS,
+    ReplayPoint,
+    keyed_sql,
+    replay_frame,
+    shard_ranges,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,7 +82,7 @@ Progress = Callable[[str], None]
 
 FINDINGS_SQL = f"""
 WITH setting AS (
-    SELECT seq, ts,
+    SELECT shard, seq, ts,
            CASE WHEN kind IN ('cp_position', 'cp_client') THEN 'checkpoint' ELSE kind END AS kind,
            consumer_group, topic, queue_id, ckey, `offset`, client_id, actor
     FROM {KEYED_VIEW} WHERE kind IN {SETTING_KINDS} OR kind IN ('cp_position', 'cp_client')
@@ -79,10 +91,10 @@ chain AS (
     SELECT *, lag(kind) OVER w AS prev_kind, lag(`offset`) OVER w AS prev_value,
            lag(seq) OVER w AS prev_seq
     FROM setting
-    WINDOW w AS (PARTITION BY consumer_group, topic, queue_id, ckey ORDER BY seq)
+    WINDOW w AS (PARTITION BY shard, consumer_group, topic, queue_id, ckey ORDER BY seq)
 ),
 marks AS (
-    SELECT seq, ts, topic, queue_id,
+    SELECT shard, seq, ts, topic, queue_id,
            CASE WHEN kind = 'queue_append' THEN `offset` END AS qmax,
            CASE WHEN kind = 'queue_truncate' THEN `offset` END AS qmin,
            CAST(NULL AS STRING) AS kind, CAST(NULL AS STRING) AS consumer_group,
@@ -90,11 +102,12 @@ marks AS (
            CAST(NULL AS BIGINT) AS `offset`
     FROM {EVENTS_VIEW} WHERE kind IN ('queue_append', 'queue_truncate')
     UNION ALL
-    SELECT CAST(-1 AS BIGINT), CAST(NULL AS BIGINT), topic, queue_id, max_offset, min_offset,
-           NULL, NULL, NULL, NULL, NULL
+    SELECT shard, CAST(-1 AS BIGINT), CAST(NULL AS BIGINT), topic, queue_id, max_offset,
+           min_offset, NULL, NULL, NULL, NULL, NULL
     FROM {CHECKPOINT_VIEW} WHERE `row` = 'queue'
     UNION ALL
-    SELECT seq, ts, topic, queue_id, NULL, NULL, kind, consumer_group, client_id, actor, `offset`
+    SELECT shard, seq, ts, topic, queue_id, NULL, NULL, kind, consumer_group, client_id, actor,
+           `offset`
     FROM {KEYED_VIEW}
     WHERE kind IN ('initial', 'commit', 'reset', 'sync', 'clamp', 'pull') AND `offset` IS NOT NULL
 ),
@@ -102,11 +115,11 @@ bounded AS (
     SELECT *, last(qmax, true) OVER w AS max_offset,
            coalesce(last(qmin, true) OVER w, 0) AS min_offset
     FROM marks
-    WINDOW w AS (PARTITION BY topic, queue_id ORDER BY seq
+    WINDOW w AS (PARTITION BY shard, topic, queue_id ORDER BY seq
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 found AS (
-    SELECT 'commit_regression' AS finding, seq, ts, kind, consumer_group, topic, queue_id,
+    SELECT 'commit_regression' AS finding, shard, seq, ts, kind, consumer_group, topic, queue_id,
            client_id, actor, `offset`, prev_value, prev_seq, prev_kind,
            CAST(NULL AS BIGINT) AS min_offset, CAST(NULL AS BIGINT) AS max_offset,
            CAST(NULL AS BIGINT) AS prev_offset, CAST(NULL AS INT) AS generation,
@@ -116,67 +129,75 @@ found AS (
       AND `offset` < prev_value
     UNION ALL
     SELECT CASE WHEN `offset` > max_offset THEN 'beyond_max_offset' ELSE 'below_min_offset' END,
-           seq, ts, kind, consumer_group, topic, queue_id, client_id, actor, `offset`,
+           shard, seq, ts, kind, consumer_group, topic, queue_id, client_id, actor, `offset`,
            NULL, NULL, NULL, min_offset, max_offset, NULL, NULL, NULL
     FROM bounded
     WHERE kind IS NOT NULL AND max_offset IS NOT NULL
       AND (`offset` > max_offset OR `offset` < min_offset)
     UNION ALL
-    SELECT 'reset', seq, ts, kind, consumer_group, topic, queue_id, client_id, actor, `offset`,
+    SELECT 'reset', shard, seq, ts, kind, consumer_group, topic, queue_id, client_id, actor, `offset`,
            NULL, NULL, NULL, NULL, NULL, prev_offset, generation, detail
     FROM {KEYED_VIEW} WHERE kind IN ('reset', 'reset_refused')
 )
 SELECT * FROM (
     SELECT *, count(*) OVER (PARTITION BY finding) AS total,
-           row_number() OVER (PARTITION BY finding ORDER BY seq) AS rn
+           row_number() OVER (PARTITION BY finding ORDER BY shard, seq) AS rn
     FROM found WHERE ts >= {{since}}
 ) WHERE rn <= CASE WHEN finding = 'reset' THEN {RESETS_MAX} ELSE {FINDINGS_PER_KIND_MAX} END
 """
 
 SEQS_SQL = f"""
 WITH per_seq AS (
-    SELECT b, seq, count(*) AS n
-    FROM (SELECT /*+ REPARTITION(b) */ seq div {SEQ_BUCKET} AS b, seq FROM {EVENTS_VIEW}) s
-    GROUP BY b, seq
+    SELECT shard, b, seq, count(*) AS n
+    FROM (SELECT /*+ REPARTITION(b) */ shard, seq div {SEQ_BUCKET} AS b, seq FROM {EVENTS_VIEW}) s
+    GROUP BY shard, b, seq
 )
-SELECT b, min(seq) AS lo, max(seq) AS hi, count(*) AS seqs, sum(n) AS rows
-FROM per_seq GROUP BY b
+SELECT shard, b, min(seq) AS lo, max(seq) AS hi, count(*) AS seqs, sum(n) AS rows
+FROM per_seq GROUP BY shard, b
 """
 
 
 def _seq_findings(
-    spark: SparkSession, snap: LogSnapshot, seq_to: int
+    spark: SparkSession, snaps: Sequence[LogSnapshot], seq_tos: Sequence[int]
 ) -> dict[str, tuple[int, list[dict]]]:
-    """Duplicated seqs and missing ranges of seqs in [log start, seq_to)."""
-    buckets = sorted(spark.sql(SEQS_SQL).toArrow().to_pylist(), key=lambda r: r["b"])
-    gaps: list[tuple[int, int]] = []
-    bad: list[int] = []
-    expected = snap.start_seq
-    for bk in buckets:
-        if bk["lo"] > expected:
-            gaps.append((expected, bk["lo"]))
-        if bk["seqs"] != bk["hi"] - bk["lo"] + 1 or bk["rows"] != bk["seqs"]:
-            bad.append(bk["b"])
-        expected = max(expected, bk["hi"] + 1)
-    if expected < seq_to:
-        gaps.append((expected, seq_to))
+    """Duplicated seqs and missing ranges of seqs in [log start, seq_to) of each shard."""
+    buckets = sorted(spark.sql(SEQS_SQL).toArrow().to_pylist(),
+                     key=lambda r: (r["shard"], r["b"]))
+    gaps: list[tuple[int, int, int]] = []
+    bad: list[tuple[int, int]] = []
+    for snap, seq_to in zip(snaps, seq_tos, strict=True):
+        expected = snap.start_seq
+        for bk in buckets:
+            if bk["shard"] != snap.shard:
+                continue
+            if bk["lo"] > expected:
+                gaps.append((snap.shard, expected, bk["lo"]))
+            if bk["seqs"] != bk["hi"] - bk["lo"] + 1 or bk["rows"] != bk["seqs"]:
+                bad.append((snap.shard, bk["b"]))
+            expected = max(expected, bk["hi"] + 1)
+        if expected < seq_to:
+            gaps.append((snap.shard, expected, seq_to))
     dups: list[dict[str, Any]] = []
     refined = bad[:SEQ_BUCKETS_REFINED_MAX]
     if refined:
-        chosen = ", ".join(str(int(b)) for b in refined)
+        chosen = " OR ".join(f"(shard = {int(shard)} AND seq div {SEQ_BUCKET} = {int(b)})"
+                             for shard, b in refined)
         rows = spark.sql(
-            f"SELECT seq, count(*) AS n FROM {EVENTS_VIEW} WHERE seq div {SEQ_BUCKET} IN "
-            f"({chosen}) GROUP BY seq").toArrow().sort_by("seq").to_pylist()
+            f"SELECT shard, seq, count(*) AS n FROM {EVENTS_VIEW} WHERE {chosen} "
+            "GROUP BY shard, seq").toArrow().sort_by([("shard", "ascending"),
+                                                      ("seq", "ascending")]).to_pylist()
         for prev, cur in zip(rows, rows[1:], strict=False):
-            same_bucket = prev["seq"] // SEQ_BUCKET == cur["seq"] // SEQ_BUCKET
+            same_bucket = (prev["shard"] == cur["shard"]
+                           and prev["seq"] // SEQ_BUCKET == cur["seq"] // SEQ_BUCKET)
             if same_bucket and cur["seq"] > prev["seq"] + 1:
-                gaps.append((prev["seq"] + 1, cur["seq"]))
-        dups = [{"seq": r["seq"], "copies": r["n"]} for r in rows if r["n"] > 1]
+                gaps.append((cur["shard"], prev["seq"] + 1, cur["seq"]))
+        dups = [{"shard": r["shard"], "seq": r["seq"], "copies": r["n"]}
+                for r in rows if r["n"] > 1]
     gaps.sort()
-    gap_rows = [{"gap_from": a, "gap_to": b} for a, b in gaps]
+    gap_rows = [{"shard": shard, "gap_from": a, "gap_to": b} for shard, a, b in gaps]
     # Buckets beyond the refined ones only count (extra copies; their inner gaps as one each).
     unrefined = set(bad[SEQ_BUCKETS_REFINED_MAX:])
-    rest = [bk for bk in buckets if bk["b"] in unrefined]
+    rest = [bk for bk in buckets if (bk["shard"], bk["b"]) in unrefined]
     gap_total = len(gap_rows) + sum(bk["seqs"] != bk["hi"] - bk["lo"] + 1 for bk in rest)
     dup_total = len(dups) + sum(bk["rows"] - bk["seqs"] for bk in rest)
     return {
@@ -254,8 +275,10 @@ def export_view(root: str | os.PathLike[str], now_ms: int | None = None) -> View
 
 
 def _compare(view: list[dict], replayed: list[dict]) -> tuple[int, list[dict[str, Any]]]:
+    """Keys (shard, group, topic, queue) whose view and replay differ; both sides' rows carry
+    their shard."""
     def keyed(rows: list[dict]) -> dict[tuple, tuple]:
-        return {(r["consumer_group"], r["topic"], r["queue_id"]):
+        return {(r["shard"], r["consumer_group"], r["topic"], r["queue_id"]):
                 (r["committed_offset"], r["generation"]) for r in rows}
 
     v, r = keyed(view), keyed(replayed)
@@ -264,7 +287,7 @@ def _compare(view: list[dict], replayed: list[dict]) -> tuple[int, list[dict[str
         if v.get(key) != r.get(key):
             vv, rr = v.get(key, (None, None)), r.get(key, (None, None))
             out.append({
-                "consumer_group": key[0], "topic": key[1], "queue_id": key[2],
+                "shard": key[0], "consumer_group": key[1], "topic": key[2], "queue_id": key[3],
                 "view_committed": vv[0], "view_generation": vv[1],
                 "replay_committed": rr[0], "replay_generation": rr[1],
             })
@@ -318,7 +341,7 @@ def reset_row(r: dict[str, Any]) -> dict[str, Any]:
     before, after = r["prev_offset"], r["offset"]
     delta = after - before if before is not None and after is not None else None
     return {
-        "seq": r["seq"], "ts": r["ts"], "consumer_group": r["consumer_group"],
+        "shard": r["shard"], "seq": r["seq"], "ts": r["ts"], "consumer_group": r["consumer_group"],
         "topic": r["topic"], "queue_id": r["queue_id"], "client_id": r["client_id"],
         "actor": r["actor"], "status": "refused" if r["kind"] == "reset_refused" else "applied",
         "mode": detail.get("mode"), "value": detail.get("value"), "reason": detail.get("reason"),
@@ -329,31 +352,66 @@ def reset_row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def prepare_views(spark: SparkSession, snap: LogSnapshot, seq_to: int) -> None:
-    """Temp views the audit queries read: events [log start, seq_to), the checkpoint at the log
-    start (when retention moved it) and the keyed position events (`timeline.KEYED_SQL`)."""
-    events = events_frame(spark, [snap], seq_lt=seq_to).where(f"seq < {int(seq_to)}")
-    events.createOrReplaceTempView(EVENTS_VIEW)
-    seed = [p for c, p in snap.checkpoints if c == snap.start_seq and c > 0]
-    read_parquet(spark, seed, CHECKPOINT_SCHEMA).createOrReplaceTempView(CHECKPOINT_VIEW)
-    keyed = keyed_sql(EVENTS_VIEW, CHECKPOINT_VIEW, snap.start_seq, seq_to)
+def prepare_views(
+    spark: SparkSession, snaps: Sequence[LogSnapshot], seq_tos: Sequence[int]
+) -> None:
+    """Temp views the audit queries read, over every snapshot at once (rows tagged with their
+    shard): events [log start, seq_to) of each, the checkpoint at each log start (when retention
+    moved it) and the keyed position events (`timeline.KEYED_SQL`)."""
+    bounds = [(snap.shard, snap.start_seq, seq_to)
+              for snap, seq_to in zip(snaps, seq_tos, strict=True)]
+    events = events_frame(spark, snaps, ranges=[(0, hi) for _, _, hi in bounds])
+    events.where(shard_ranges([(shard, 0, hi) for shard, _, hi in bounds])) \
+        .createOrReplaceTempView(EVENTS_VIEW)
+    seeds = [(snap.shard, [p for c, p in snap.checkpoints if c == snap.start_seq and c > 0])
+             for snap in snaps]
+    sharded_parquet(spark, seeds, CHECKPOINT_SCHEMA).createOrReplaceTempView(CHECKPOINT_VIEW)
+    keyed = keyed_sql(EVENTS_VIEW, CHECKPOINT_VIEW, shard_ranges(bounds))
     spark.sql(keyed).createOrReplaceTempView(KEYED_VIEW)
 
 
+def _checked(
+    roots: Sequence[Path], snaps: Sequence[LogSnapshot], exports: Sequence[ViewExport],
+    seq_tos: Sequence[int], points: Sequence[ReplayPoint], replay_keys: int,
+    since_ts: int | None,
+) -> dict[str, Any]:
+    """What the audit covered: per shard, and in total (one root: its own figures)."""
+    shards = [
+        {"shard": snap.shard, "root": str(root), "seq_from": snap.start_seq, "seq_to": seq_to,
+         "now_ms": ex.now_ms, "view_source": ex.source, "view_keys": len(ex.rows),
+         "replay_from_checkpoint": point.seq_from if point.checkpoint else None}
+        for root, snap, ex, seq_to, point in zip(roots, snaps, exports, seq_tos, points,
+                                                 strict=True)
+    ]
+    one = shards[0] if len(shards) == 1 else None
+    return {
+        "seq_from": one["seq_from"] if one else None,
+        "seq_to": one["seq_to"] if one else None,
+        "now_ms": max(s["now_ms"] for s in shards),
+        "since_ts": since_ts,
+        "view_source": one["view_source"] if one else None,
+        "view_keys": sum(s["view_keys"] for s in shards),
+        "replay_keys": replay_keys,
+        "replay_from_checkpoint": one["replay_from_checkpoint"] if one else None,
+        "shards": shards,
+    }
+
+
 def audit(
-    root: str | os.PathLike[str],
+    roots: Roots,
     *,
     since_ts: int | None = None,
     master: str | None = None,
     report: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Audit one ledger root (see the module doc). `since_ts` limits the anomaly findings and the
-    reset listing to events at or after it (the view check is always complete); `report` writes
-    an HTML report there. `clean` is True when there are no findings."""
+    """Audit one ledger root, or several as one dataset (see the module doc). `since_ts` limits
+    the anomaly findings and the reset listing to events at or after it (the view check is
+    always complete); `report` writes an HTML report there. `clean` is True when there are no
+    findings; each finding and reset names its `shard` (the root's index in `roots`)."""
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
-    root = Path(root)
+    chosen = as_roots(roots)
     timings: dict[str, float] = {}
 
     def lap(name: str, t: float) -> float:
@@ -362,27 +420,35 @@ def audit(
         return now
 
     say("exporting the view")
-    exported = export_view(root)
-    view, now_ms = exported.rows, exported.now_ms
-    with open_reader(root) as log:
-        snap = snapshot_of(log)
-    seq_to = min(exported.seq, snap.next_seq)
+    from ledger.store.writer import wall_clock_ms
+
+    frozen = wall_clock_ms()  # one instant for every shard and both sides
+    exports: list[ViewExport] = []
+    snaps: list[LogSnapshot] = []
+    for shard, root in enumerate(chosen):
+        exports.append(export_view(root, frozen))
+        with open_reader(root) as log:
+            snaps.append(snapshot_of(log, shard))
+    view = [{"shard": snap.shard, **row}
+            for snap, ex in zip(snaps, exports, strict=True) for row in ex.rows]
+    seq_tos = [min(ex.seq, snap.next_seq) for snap, ex in zip(snaps, exports, strict=True)]
     t = lap("view_export", started)
     say("starting Spark")
     spark = spark_session(master)
-    prepare_views(spark, snap, seq_to)
+    prepare_views(spark, snaps, seq_tos)
     t = lap("setup", t)
 
     say("full replay vs the view")
-    point = _full_replay_point(snap, seq_to, now_ms)
-    replayed = replay_frame(spark, snap, point).toArrow().to_pylist()
+    points = [_full_replay_point(snap, seq_to, ex.now_ms)
+              for snap, seq_to, ex in zip(snaps, seq_tos, exports, strict=True)]
+    replayed = replay_frame(spark, snaps, points).toArrow().to_pylist()
     found: dict[str, tuple[int, list[dict]]] = {"view_mismatch": _compare(view, replayed)}
     t = lap("replay", t)
 
     say("commit regressions, offsets out of range, resets")
     since = int(since_ts) if since_ts is not None else -(2**62)
     rows = spark.sql(FINDINGS_SQL.format(since=since)).toArrow().to_pylist()
-    rows.sort(key=lambda r: r["seq"])
+    rows.sort(key=lambda r: (r["shard"], r["seq"]))
     for kind in ("commit_regression", "beyond_max_offset", "below_min_offset"):
         mine = [r for r in rows if r["finding"] == kind]
         found[kind] = (mine[0]["total"] if mine else 0, mine)
@@ -390,7 +456,7 @@ def audit(
     resets_total = next((r["total"] for r in rows if r["finding"] == "reset"), 0)
     t = lap("anomalies", t)
     say("seq gaps and duplicates")
-    found.update(_seq_findings(spark, snap, seq_to))
+    found.update(_seq_findings(spark, snaps, seq_tos))
     t = lap("seqs", t)
 
     findings = []
@@ -399,20 +465,19 @@ def audit(
             row = {k: v for k, v in item.items() if k not in ("finding", "total", "rn")}
             if "kind" in row:  # the event's kind; `kind` of a finding names the finding
                 row["event_kind"] = row.pop("kind")
-            findings.append({"kind": kind, **row, "message": _message(kind, row)})
+            message = _message(kind, row)
+            if len(chosen) > 1:
+                message = f"shard {row['shard']}: {message}"
+            findings.append({"kind": kind, **row, "message": message})
     result: dict[str, Any] = {
-        "root": str(root),
+        "root": str(chosen[0]) if len(chosen) == 1 else ", ".join(str(r) for r in chosen),
+        "roots": [str(r) for r in chosen],
         "clean": not any(total for total, _ in found.values()),
         "findings": findings,
         "findings_by_kind": {kind: total for kind, (total, _) in found.items()},
         "resets": resets,
         "resets_total": resets_total,
-        "checked": {
-            "seq_from": snap.start_seq, "seq_to": seq_to, "now_ms": now_ms,
-            "since_ts": since_ts, "view_source": exported.source,
-            "view_keys": len(view), "replay_keys": len(replayed),
-            "replay_from_checkpoint": point.seq_from if point.checkpoint else None,
-        },
+        "checked": _checked(chosen, snaps, exports, seq_tos, points, len(replayed), since_ts),
         "report": None,
         "seconds": timings,
     }
@@ -421,7 +486,7 @@ def audit(
         from spark_compaction.lag import lag_series
         from spark_compaction.report import write_report
 
-        series = lag_series(spark, snap, KEYED_VIEW, EVENTS_VIEW, CHECKPOINT_VIEW, since_ts)
+        series = lag_series(spark, snaps, KEYED_VIEW, EVENTS_VIEW, CHECKPOINT_VIEW, since_ts)
         t = lap("lag", t)
         say("rendering the report")
         write_report(Path(report), result, series)

@@ -7,11 +7,13 @@ offset then (never below 0); a broadcast group counts its lowest client offset. 
 Computed with arrays rather than a grid of rows: per key, the last committed value in each bucket
 is collected into a sorted list and filled forward into an array of `LAG_BUCKETS` values; per
 queue the same for MaxOffset; the arrays are then combined element-wise. Rows are spread by queue
-once, so the per-key and per-queue steps need no further shuffle.
+once, so the per-key and per-queue steps need no further shuffle. Several roots are keyed by
+`shard` too (each shard has its own queues' bounds and seqs); a group lives on one shard.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from spark_compaction.session import LogSnapshot
@@ -26,42 +28,44 @@ _FILL = "transform(sequence(0, {n} - 1), i -> try_element_at(filter(lst, x -> x.
 
 LAG_SQL = """
 WITH setting AS (
-    SELECT /*+ REPARTITION(topic, queue_id) */ consumer_group, topic, queue_id, ckey,
+    SELECT /*+ REPARTITION(topic, queue_id) */ shard, consumer_group, topic, queue_id, ckey,
            `offset` AS v, seq, ts
     FROM {keyed}
     WHERE kind IN {setting_kinds} OR kind IN ('cp_position', 'cp_client')
 ),
 key_buckets AS (
-    SELECT consumer_group, topic, queue_id, ckey, {bucket} AS b, max_by(`v`, seq) AS v
-    FROM setting GROUP BY consumer_group, topic, queue_id, ckey, {bucket}
+    SELECT shard, consumer_group, topic, queue_id, ckey, {bucket} AS b, max_by(`v`, seq) AS v
+    FROM setting GROUP BY shard, consumer_group, topic, queue_id, ckey, {bucket}
 ),
 key_lists AS (
-    SELECT consumer_group, topic, queue_id, ckey,
+    SELECT shard, consumer_group, topic, queue_id, ckey,
            array_sort(collect_list(named_struct('b', b, 'v', v))) AS lst
-    FROM key_buckets GROUP BY consumer_group, topic, queue_id, ckey
+    FROM key_buckets GROUP BY shard, consumer_group, topic, queue_id, ckey
 ),
 key_filled AS (
-    SELECT consumer_group, topic, queue_id, {fill} AS committed FROM key_lists
+    SELECT shard, consumer_group, topic, queue_id, {fill} AS committed FROM key_lists
 ),
 group_queue AS (
-    SELECT consumer_group, topic, queue_id,
+    SELECT shard, consumer_group, topic, queue_id,
            transform(sequence(0, {n} - 1), i -> array_min(transform(lists, c -> c[i])))
              AS committed
-    FROM (SELECT consumer_group, topic, queue_id, collect_list(committed) AS lists
-          FROM key_filled GROUP BY consumer_group, topic, queue_id) l
+    FROM (SELECT shard, consumer_group, topic, queue_id, collect_list(committed) AS lists
+          FROM key_filled GROUP BY shard, consumer_group, topic, queue_id) l
 ),
 queue_buckets AS (
-    SELECT topic, queue_id, {bucket} AS b, max_by(`offset`, seq) AS v
-    FROM (SELECT topic, queue_id, `offset`, seq, ts FROM {events} WHERE kind = 'queue_append'
+    SELECT shard, topic, queue_id, {bucket} AS b, max_by(`offset`, seq) AS v
+    FROM (SELECT shard, topic, queue_id, `offset`, seq, ts FROM {events}
+          WHERE kind = 'queue_append'
           UNION ALL
-          SELECT topic, queue_id, max_offset, CAST(-1 AS BIGINT), CAST(NULL AS BIGINT)
+          SELECT shard, topic, queue_id, max_offset, CAST(-1 AS BIGINT), CAST(NULL AS BIGINT)
           FROM {checkpoint} WHERE `row` = 'queue') q
-    GROUP BY topic, queue_id, {bucket}
+    GROUP BY shard, topic, queue_id, {bucket}
 ),
 queue_filled AS (
-    SELECT topic, queue_id, {fill} AS max_offset FROM (
-        SELECT topic, queue_id, array_sort(collect_list(named_struct('b', b, 'v', v))) AS lst
-        FROM queue_buckets GROUP BY topic, queue_id
+    SELECT shard, topic, queue_id, {fill} AS max_offset FROM (
+        SELECT shard, topic, queue_id,
+               array_sort(collect_list(named_struct('b', b, 'v', v))) AS lst
+        FROM queue_buckets GROUP BY shard, topic, queue_id
     ) l
 ),
 queue_lag AS (
@@ -69,7 +73,8 @@ queue_lag AS (
            transform(sequence(0, {n} - 1),
                      i -> CASE WHEN g.committed[i] IS NOT NULL AND m.max_offset[i] IS NOT NULL
                                THEN greatest(m.max_offset[i] - g.committed[i], 0) END) AS lag
-    FROM group_queue g JOIN queue_filled m ON m.topic = g.topic AND m.queue_id = g.queue_id
+    FROM group_queue g
+    JOIN queue_filled m ON m.shard = g.shard AND m.topic = g.topic AND m.queue_id = g.queue_id
 )
 SELECT consumer_group,
        transform(sequence(0, {n} - 1),
@@ -80,13 +85,17 @@ FROM (SELECT consumer_group, collect_list(lag) AS lags FROM queue_lag GROUP BY c
 """
 
 
-def time_span(snap: LogSnapshot, since_ts: int | None) -> tuple[int, int] | None:
-    """First and last ledger time of the log (from the manifest and the tail), from `since`."""
-    lows = [s.ts_min for s in snap.segments[:1]]
-    highs = [s.ts_max for s in snap.segments[-1:]]
-    if snap.tail.num_rows:
-        lows.append(snap.tail.column("ts")[0].as_py())
-        highs.append(snap.tail.column("ts")[-1].as_py())
+def time_span(snaps: Sequence[LogSnapshot], since_ts: int | None) -> tuple[int, int] | None:
+    """First and last ledger time of the logs (from the manifests and the tails), from
+    `since`."""
+    lows: list[int] = []
+    highs: list[int] = []
+    for snap in snaps:
+        lows += [s.ts_min for s in snap.segments[:1]]
+        highs += [s.ts_max for s in snap.segments[-1:]]
+        if snap.tail.num_rows:
+            lows.append(snap.tail.column("ts")[0].as_py())
+            highs.append(snap.tail.column("ts")[-1].as_py())
     if not lows:
         return None
     t0 = max(min(lows), since_ts or 0)
@@ -94,12 +103,12 @@ def time_span(snap: LogSnapshot, since_ts: int | None) -> tuple[int, int] | None
 
 
 def lag_series(
-    spark: SparkSession, snap: LogSnapshot, keyed: str, events: str, checkpoint: str,
+    spark: SparkSession, snaps: Sequence[LogSnapshot], keyed: str, events: str, checkpoint: str,
     since_ts: int | None = None,
 ) -> list[dict[str, Any]]:
     """Rows (consumer_group, bucket, ts at the bucket's end, lag, queues counted), over the temp
     views the audit prepared."""
-    span = time_span(snap, since_ts)
+    span = time_span(snaps, since_ts)
     if span is None:
         return []
     t0, t1 = span

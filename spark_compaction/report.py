@@ -149,6 +149,7 @@ def write_report(path: Path, result: dict[str, Any], series: list[dict[str, Any]
     scripts = [_asset(name) for name in CHART_SCRIPTS]
     styles = [_asset(name) for name in CHART_STYLES]
     checked = result["checked"]
+    shards = checked.get("shards") or [checked]
     status = ('<p class="ok">clean: no findings</p>' if result["clean"] else
               f'<p class="bad">{len(result["findings"])} findings shown, '
               f'{sum(result["findings_by_kind"].values())} in all</p>')
@@ -172,7 +173,9 @@ def write_report(path: Path, result: dict[str, Any], series: list[dict[str, Any]
         f"<style>{_CSS}{''.join(styles)}</style></head><body>",
         f"<h1>Audit of {html.escape(result['root'])}</h1>", status,
         _table([{
-            "log seqs": f"{checked['seq_from']}..{checked['seq_to']}",
+            "log seqs": "; ".join(
+                f"{s['seq_from']}..{s['seq_to']}" if len(shards) == 1
+                else f"shard {s['shard']}: {s['seq_from']}..{s['seq_to']}" for s in shards),
             "audited at": iso(checked["now_ms"]),
             "since": iso(checked["since_ts"]) if checked["since_ts"] is not None else "start",
             "keys in view": checked["view_keys"], "keys in replay": checked["replay_keys"],

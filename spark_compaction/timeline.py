@@ -15,11 +15,15 @@ mode its group had then); `setting`, `latest`, `activity` and `deletes` are one 
 are one aggregate per (group, topic, queue) whose broadcast clients are a list filtered and
 folded with higher-order functions. The tests compare it with the DuckDB query on random
 ledgers.
+
+Several roots replay as one dataset (one read, rows tagged with their `shard`): every step keys by
+shard too, and each shard has its own bounds (seqs are per root) and its own liveness time, so
+the answer is the union of the shards' answers.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,10 +34,13 @@ from ledger.reads.state_at import ts_before
 from ledger.reads.timeline import quote
 from ledger.store.checkpoint import CHECKPOINT_SCHEMA
 from spark_compaction.session import (
+    SHARD_COLUMN,
     LogSnapshot,
+    Roots,
+    as_roots,
     events_frame,
     open_reader,
-    read_parquet,
+    sharded_parquet,
     snapshot_of,
     spark_session,
 )
@@ -55,7 +62,7 @@ SETTING_KINDS = "('initial', 'commit', 'reset', 'sync', 'clamp', 'expire', 'dele
 # `active_ts` is when the key's client was last seen (commit, pull, initial; checkpoint).
 # Partitioned by group (the window), which every per-key step downstream can reuse.
 KEYED_SQL = """
-SELECT seq, ts, kind, consumer_group, topic, queue_id, `offset`, prev_offset, generation,
+SELECT shard, seq, ts, kind, consumer_group, topic, queue_id, `offset`, prev_offset, generation,
        client_id, actor, detail,
        CASE WHEN kind IN ('cp_position', 'cp_client') THEN client_id
             WHEN mode_then = 'broadcast' AND client_id IS NOT NULL THEN client_id END AS ckey,
@@ -65,17 +72,17 @@ FROM (
     SELECT u.*,
            last(CASE WHEN kind = 'group_config' THEN get_json_object(detail, '$.mode')
                      WHEN kind = 'delete' AND topic IS NULL THEN 'clustering' END, true)
-             OVER (PARTITION BY consumer_group ORDER BY seq
+             OVER (PARTITION BY shard, consumer_group ORDER BY seq
                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS mode_then
     FROM (
-        SELECT seq, ts, kind, consumer_group, topic, queue_id, `offset`, prev_offset,
+        SELECT shard, seq, ts, kind, consumer_group, topic, queue_id, `offset`, prev_offset,
                generation, client_id, coalesce(actor, client_id) AS actor, detail,
                CAST(NULL AS BIGINT) AS last_active_ts
         FROM {events}
-        WHERE seq >= {seq_from} AND seq < {seq_to} AND consumer_group IS NOT NULL
+        WHERE {in_range} AND consumer_group IS NOT NULL
           AND kind NOT IN ('queue_append', 'queue_truncate')
         UNION ALL
-        SELECT CAST(-1 AS BIGINT), CAST(NULL AS BIGINT),
+        SELECT shard, CAST(-1 AS BIGINT), CAST(NULL AS BIGINT),
                CASE WHEN `row` = 'group' THEN 'group_config' ELSE concat('cp_', `row`) END,
                consumer_group, topic, queue_id, committed, CAST(NULL AS BIGINT), generation,
                client_id, CAST(NULL AS STRING), detail, last_active_ts
@@ -88,52 +95,54 @@ WHERE topic IS NOT NULL AND kind <> 'group_config'
 REPLAY_SQL = """
 WITH
 cfg AS (
-    SELECT consumer_group, max_by(named_struct('kind', kind, 'detail', detail), seq) AS last
+    SELECT shard, consumer_group,
+           max_by(named_struct('kind', kind, 'detail', detail), seq) AS last
     FROM (
-        SELECT consumer_group, detail, kind, seq FROM {events}
-        WHERE seq >= {seq_from} AND seq < {seq_to}
+        SELECT shard, consumer_group, detail, kind, seq FROM {events}
+        WHERE {in_range}
           AND (kind = 'group_config' OR (kind = 'delete' AND topic IS NULL))
         UNION ALL
-        SELECT consumer_group, detail, 'group_config' AS kind, CAST(-1 AS BIGINT) AS seq
+        SELECT shard, consumer_group, detail, 'group_config' AS kind, CAST(-1 AS BIGINT) AS seq
         FROM {checkpoint} WHERE `row` = 'group'
     ) c
-    GROUP BY consumer_group
+    GROUP BY shard, consumer_group
 ),
 modes AS (
-    SELECT consumer_group,
+    SELECT shard, consumer_group,
            get_json_object(last.detail, '$.mode') AS mode,
            CAST(get_json_object(last.detail, '$.client_timeout_ms') AS BIGINT) AS client_timeout_ms
     FROM cfg WHERE last.kind = 'group_config'
 ),
 keyed AS ({keyed}),
 per_key AS (
-    SELECT consumer_group, topic, queue_id, ckey,
+    SELECT shard, consumer_group, topic, queue_id, ckey,
            max_by(named_struct('committed', `offset`, 'generation', generation, 'seq', seq),
                   seq) FILTER (WHERE kind IN {setting_kinds}
                                   OR kind IN ('cp_position', 'cp_client')) AS latest,
            max(active_ts) AS last_active_ts,
            max(seq) FILTER (WHERE kind = 'delete') AS delete_seq
-    FROM keyed GROUP BY consumer_group, topic, queue_id, ckey
+    FROM keyed GROUP BY shard, consumer_group, topic, queue_id, ckey
 ),
 per_queue AS (
-    SELECT consumer_group, topic, queue_id,
+    SELECT shard, consumer_group, topic, queue_id,
            max(latest) FILTER (WHERE ckey IS NULL) AS base,
            max(delete_seq) FILTER (WHERE ckey IS NULL) AS delete_seq,
            collect_list(named_struct('committed', latest.committed,
                                      'generation', latest.generation, 'seq', latest.seq,
                                      'last_active_ts', last_active_ts))
              FILTER (WHERE ckey IS NOT NULL AND latest IS NOT NULL) AS clients
-    FROM per_key GROUP BY consumer_group, topic, queue_id
+    FROM per_key GROUP BY shard, consumer_group, topic, queue_id
 ),
 shaped AS (
-    SELECT q.consumer_group, q.topic, q.queue_id, q.base, m.mode, m.client_timeout_ms,
+    SELECT q.shard, q.consumer_group, q.topic, q.queue_id, q.base, m.mode, m.client_timeout_ms,
            CASE WHEN m.mode = 'broadcast'
                 THEN filter(q.clients, c -> q.delete_seq IS NULL OR c.seq > q.delete_seq)
            END AS kept
-    FROM per_queue q LEFT JOIN modes m ON m.consumer_group = q.consumer_group
+    FROM per_queue q
+    LEFT JOIN modes m ON m.shard = q.shard AND m.consumer_group = q.consumer_group
 ),
 answer AS (
-    SELECT consumer_group, topic, queue_id,
+    SELECT shard, consumer_group, topic, queue_id,
            CASE WHEN mode = 'broadcast'
                 THEN coalesce(
                     array_min(transform(
@@ -146,15 +155,31 @@ answer AS (
                 AS INT) AS generation
     FROM shaped
 )
-SELECT consumer_group, topic, queue_id, committed_offset, generation FROM answer
+SELECT shard, consumer_group, topic, queue_id, committed_offset, generation FROM answer
 WHERE committed_offset IS NOT NULL {group_filter}
 """
 
 
-def keyed_sql(events: str, checkpoint: str, seq_from: int, seq_to: int) -> str:
-    """KEYED_SQL over an events view and a checkpoint view (see its comment)."""
-    return KEYED_SQL.format(events=events, checkpoint=checkpoint, seq_from=int(seq_from),
-                            seq_to=int(seq_to))
+def keyed_sql(events: str, checkpoint: str, in_range: str) -> str:
+    """KEYED_SQL over an events view and a checkpoint view (see its comment), the events kept by
+    `in_range` (`shard_ranges`)."""
+    return KEYED_SQL.format(events=events, checkpoint=checkpoint, in_range=in_range)
+
+
+def shard_ranges(bounds: Sequence[tuple[int, int, int]]) -> str:
+    """Spark SQL keeping each shard's events in its own [seq_from, seq_to): `bounds` holds
+    (shard, seq_from, seq_to) triples."""
+    parts = [f"({SHARD_COLUMN} = {int(shard)} AND seq >= {int(lo)} AND seq < {int(hi)})"
+             for shard, lo, hi in bounds]
+    return "(" + (" OR ".join(parts) or "FALSE") + ")"
+
+
+def per_shard(values: Sequence[tuple[int, int]]) -> str:
+    """Spark SQL of a value that depends on the row's shard: `values` holds (shard, value)."""
+    if len(values) == 1:
+        return str(int(values[0][1]))
+    cases = " ".join(f"WHEN {int(shard)} THEN {int(v)}" for shard, v in values)
+    return f"CASE {SHARD_COLUMN} {cases} END"
 
 
 @dataclass(frozen=True)
@@ -181,33 +206,41 @@ def resolve_point(
 
 
 def replay_frame(
-    spark: SparkSession, snap: LogSnapshot, point: ReplayPoint, group: str | None = None
+    spark: SparkSession, snaps: Sequence[LogSnapshot], points: Sequence[ReplayPoint],
+    group: str | None = None,
 ) -> DataFrame:
-    """The state at `point` as a DataFrame (consumer_group, topic, queue_id, committed_offset,
-    generation), in no particular order."""
-    events = events_frame(spark, [snap], seq_gte=point.seq_from, seq_lt=point.seq_to)
+    """The state at each snapshot's point (`points[i]` for `snaps[i]`) as one DataFrame (shard,
+    consumer_group, topic, queue_id, committed_offset, generation), in no particular order."""
+    events = events_frame(spark, snaps, ranges=[(p.seq_from, p.seq_to) for p in points])
     events.createOrReplaceTempView(EVENTS_VIEW)
-    paths = [point.checkpoint] if point.checkpoint is not None else []
-    read_parquet(spark, paths, CHECKPOINT_SCHEMA).createOrReplaceTempView(CHECKPOINT_VIEW)
+    checkpoints = [(snap.shard, [p.checkpoint] if p.checkpoint is not None else [])
+                   for snap, p in zip(snaps, points, strict=True)]
+    sharded_parquet(spark, checkpoints, CHECKPOINT_SCHEMA).createOrReplaceTempView(CHECKPOINT_VIEW)
     group_filter = f"AND consumer_group = {quote(group)}" if group is not None else ""
+    in_range = shard_ranges([(snap.shard, p.seq_from, p.seq_to)
+                             for snap, p in zip(snaps, points, strict=True)])
+    at_ts = per_shard([(snap.shard, p.at_ts) for snap, p in zip(snaps, points, strict=True)])
     return spark.sql(REPLAY_SQL.format(
-        checkpoint=CHECKPOINT_VIEW, events=EVENTS_VIEW, seq_from=int(point.seq_from),
-        seq_to=int(point.seq_to), at_ts=int(point.at_ts), group_filter=group_filter,
-        setting_kinds=SETTING_KINDS,
-        keyed=keyed_sql(EVENTS_VIEW, CHECKPOINT_VIEW, point.seq_from, point.seq_to),
+        checkpoint=CHECKPOINT_VIEW, events=EVENTS_VIEW, in_range=in_range, at_ts=at_ts,
+        group_filter=group_filter, setting_kinds=SETTING_KINDS,
+        keyed=keyed_sql(EVENTS_VIEW, CHECKPOINT_VIEW, in_range),
     ))
 
 
-def ledger_now_ms(root: str | os.PathLike[str]) -> int:
-    """`now` on a ledger as `Ledger.now_ms` has it: the wall clock, never before the last event."""
+def ledger_now_ms(roots: Roots) -> int:
+    """`now` on a ledger as `Ledger.now_ms` has it: the wall clock, never before the last event
+    (of any of the roots)."""
     from ledger.store.writer import wall_clock_ms
 
-    with open_reader(root) as log:
-        return max(wall_clock_ms(), ts_before(log, log.next_seq))
+    now = wall_clock_ms()
+    for root in as_roots(roots):
+        with open_reader(root) as log:
+            now = max(now, ts_before(log, log.next_seq))
+    return now
 
 
 def replay(
-    root: str | os.PathLike[str],
+    roots: Roots,
     *,
     at_ts: int | None = None,
     at_seq: int | None = None,
@@ -215,11 +248,19 @@ def replay(
     master: str | None = None,
 ) -> list[dict[str, Any]]:
     """Committed offsets as of ledger time `at_ts` (events with ts <= it) or log position
-    `at_seq` (events before it), neither meaning the end of the log, computed in Spark; the
-    same rows as `Ledger.state_at(...).to_pylist()`."""
-    with open_reader(root) as log:
-        point = resolve_point(log, at_ts=at_ts, at_seq=at_seq)
-        snap = snapshot_of(log)
+    `at_seq` (events before it; one root only: seqs are per root), neither meaning the end of
+    each log, computed in Spark; the same rows as `Ledger.state_at(...).to_pylist()`, over
+    several roots the union of theirs (groups live on one shard each)."""
+    chosen = as_roots(roots)
+    if at_seq is not None and len(chosen) > 1:
+        raise InvalidInput(f"a replay at seq {at_seq} needs one root: seqs are per root, "
+                           f"and {len(chosen)} were given; replay at a time instead")
+    snaps: list[LogSnapshot] = []
+    points: list[ReplayPoint] = []
+    for shard, root in enumerate(chosen):
+        with open_reader(root) as log:
+            points.append(resolve_point(log, at_ts=at_ts, at_seq=at_seq))
+            snaps.append(snapshot_of(log, shard))
     spark = spark_session(master)
-    table = replay_frame(spark, snap, point, group).toArrow()
+    table = replay_frame(spark, snaps, points, group).toArrow().drop_columns([SHARD_COLUMN])
     return table.sort_by([(c, "ascending") for c in KEY_COLUMNS]).to_pylist()

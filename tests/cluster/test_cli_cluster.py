@@ -238,8 +238,8 @@ def test_writes_to_the_other_shards_go_on_while_one_is_missing(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("args", [
-    ("serve",), ("rebuild",), ("verify",), ("demo",), ("replay", "--at", "now"), ("audit",),
-    ("token", "add", "x", "--role", "audit"),
+    ("serve",), ("rebuild",), ("verify",), ("demo",),
+    ("token", "add", "x", "--role", "audit"),  # replay and audit: tests/spark/test_shards.py
     ("follow", "kafka", "--bootstrap-server", "127.0.0.1:1"),
 ], ids=" ".join)
 def test_commands_of_one_data_directory_refuse_a_cluster(pair: Pair, args: tuple[str, ...]

@@ -1,13 +1,16 @@
 """The one SparkSession of the Spark tests, and ledgers to run the jobs on.
 
 Ledgers are built through `Ledger.apply` with an injected clock and small segments, so there are
-several sealed segments and checkpoints; `random_ledger` is a seeded random command stream.
+several sealed segments and checkpoints; `random_ledger` is a seeded random command stream, and
+`sharded_ledgers` one stream spread over N shard roots as a cluster places it. `spark_cluster`
+is a real standalone cluster (Master and two Workers), started once per session when a test
+asks for it and stopped at its end.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import crc32c
@@ -17,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledger import Ledger
+from ledger.cluster.placement import shard_of
 from ledger.fold.events import EVENT_SCHEMA, Event, to_record_batch
 from ledger.store.settings import load as load_settings
 from ledger.store.writer import log_settings
@@ -24,6 +28,7 @@ from storage import OsFileSystem, SegmentedLog
 from storage import manifest as manifest_io
 from storage.names import log_dir
 from tests.support.clock import T0, FakeClock
+from tests.support.spark_cluster import StandaloneCluster, start_cluster
 
 GROUPS = ("g1", "g2", "gb")  # gb is a broadcast group
 TOPICS = ("t1", "t2")
@@ -40,6 +45,101 @@ def spark() -> Iterator[object]:
     session = spark_session("local[2]", shuffle_partitions=4, driver_memory="1g")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A standalone Spark cluster on loopback: a Master and two Workers of one core and 1 GB."""
+    cluster = start_cluster(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1,
+                            memory="1g")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def sharded_ledgers(
+    base: Path, shards: int, commands: int = 600, seed: int = 3, groups: int = 24,
+    segment_events_max: int = 50,
+) -> tuple[list[Path], list[int]]:
+    """One seeded command stream over `shards` roots as a cluster writes it: a group's commands
+    on its shard (`shard_of`), queue appends on every shard; groups of both modes, pulls,
+    commits (some regressing, refused), resets of several modes, syncs, one clock for all. No
+    truncation, so that the audit finds nothing (a commit below MinOffset is a finding).
+    Returns the roots and the ledger time after each command."""
+    rng = random.Random(seed)
+    clock = FakeClock()
+    roots = [base / f"shard-{i}" for i in range(shards)]
+    names = [f"GID_app-{g:02d}" for g in range(groups)]
+    topics = ("orders", "payments")
+    times: list[int] = []
+    ledgers = [Ledger.open(r, clock=clock, durability="none",
+                           segment_events_max=segment_events_max) for r in roots]
+    try:
+        def send(cmd: dict, on: Sequence[Ledger]) -> None:
+            for led in on:
+                list(led.apply([cmd]))
+
+        for i, name in enumerate(names):
+            mode = {"mode": "broadcast", "client_timeout": "PT30S"} if i % 6 == 0 else {}
+            send({"op": "group_set", "group": name, "initial": "earliest", **mode},
+                 [ledgers[shard_of(name, shards)]])
+        for topic in topics:
+            for q in (0, 1):
+                send({"op": "queue_append", "topic": topic, "queue_id": q, "count": 500},
+                     ledgers)
+        for i in range(commands):
+            clock.advance(rng.choice(STEPS_MS))
+            group, topic, queue = rng.choice(names), rng.choice(topics), rng.choice((0, 1))
+            led = ledgers[shard_of(group, shards)]
+            r = rng.random()
+            if r < 0.08:
+                n = rng.randint(1, 80)
+                send({"op": "queue_append", "topic": topic, "queue_id": queue, "count": n},
+                     ledgers)
+            elif r < 0.45:
+                send({"op": "pull", "group": group, "topic": topic, "queue_id": queue,
+                      "client": rng.choice(CLIENTS), "max": rng.randint(1, 40)}, [led])
+            elif r < 0.90:
+                current = led.committed(group, topic, queue) or 0
+                send({"op": "commit", "group": group, "topic": topic, "queue_id": queue,
+                      "client": rng.choice((*CLIENTS, None)),
+                      "offset": max(0, current + rng.randint(-3, 30))}, [led])
+            elif r < 0.96:
+                scenario = rng.choice([{"to_offset": rng.randint(0, 100)}, {"to_earliest": True},
+                                       {"shift_by": -10}, {"to_latest": True}])
+                send({"op": "reset", "group": group, "topic": topic, "execute": True,
+                      "actor": "ops", "reason": f"ticket-{i}", **scenario}, [led])
+            else:
+                led.sync([(group, topic, queue, rng.randint(0, 400))], source="broker-a")
+            times.append(clock.now)
+    finally:
+        for led in ledgers:
+            led.close()
+    return roots, times
+
+
+KEY = ("consumer_group", "topic", "queue_id")
+
+
+def duckdb_state(roots: Sequence[Path], ts: int) -> list[dict]:
+    """What DuckDB answers over the same roots: the union of each shard's state at `ts`."""
+    rows: list[dict] = []
+    for root in roots:
+        with Ledger.open(root, readonly=True) as led:
+            rows += led.state_at(ts=ts).to_pylist()
+    return sorted(rows, key=lambda r: tuple(r[c] for c in KEY))
+
+
+def duckdb_counts(roots: Sequence[Path]) -> tuple[int, int]:
+    """Keys in the views and resets (applied or refused) in the logs of `roots`, by DuckDB."""
+    keys = resets = 0
+    for root in roots:
+        with Ledger.open(root, readonly=True) as led:
+            keys += led.sql("SELECT count(*) AS n FROM progress").to_pylist()[0]["n"]
+            resets += led.sql("SELECT count(*) AS n FROM events "
+                              "WHERE kind IN ('reset', 'reset_refused')").to_pylist()[0]["n"]
+    return keys, resets
 
 
 def random_ledger(
@@ -173,4 +273,5 @@ def rewrite_segment(root: Path, index: int, change) -> pa.Table:
     return original
 
 
-__all__ = ["append_raw", "random_ledger", "rewrite_segment", "workload_ledger"]
+__all__ = ["KEY", "append_raw", "duckdb_counts", "duckdb_state", "random_ledger",
+           "rewrite_segment", "shard_of", "sharded_ledgers", "workload_ledger"]

@@ -205,8 +205,8 @@ def test_report_is_one_html_page_with_charts_and_the_reset(clean_result):
 
 def test_lag_series_ends_at_the_lag_progress_shows(spark, clean_root):
     snap = snapshot(clean_root)
-    prepare_views(spark, snap, snap.next_seq)
-    series = lag_series(spark, snap, "ol_audit_keyed", "ol_audit_events", "ol_audit_checkpoint")
+    prepare_views(spark, [snap], [snap.next_seq])
+    series = lag_series(spark, [snap], "ol_audit_keyed", "ol_audit_events", "ol_audit_checkpoint")
     last = {}
     for row in series:
         last[row["consumer_group"]] = row["lag"]
