@@ -103,6 +103,16 @@ def command_stream(seed: int, n: int, start_ms: int = T0, prefix: str = ""
     return lines
 
 
+def without(doc: Any, *names: str) -> Any:
+    """`doc` with the keys `names` left out at every depth (what differs between a cluster's
+    answer and one ledger's: seq, shard)."""
+    if isinstance(doc, list):
+        return [without(d, *names) for d in doc]
+    if isinstance(doc, dict):
+        return {k: without(v, *names) for k, v in doc.items() if k not in names}
+    return doc
+
+
 def ndjson(lines: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(line) + "\n" for line in lines)
 

@@ -19,6 +19,7 @@ from tests.cluster.conftest import (
     ClusterCli,
     command_stream,
     ndjson,
+    without,
     write_cluster,
 )
 from tests.support.cli import Cli, assert_one_line_error
@@ -59,18 +60,10 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Pair:
     return Pair(tmp_path_factory.mktemp("pair"), command_stream(7, LINES))
 
 
-def _without(doc: Any, *names: str) -> Any:
-    if isinstance(doc, list):
-        return [_without(d, *names) for d in doc]
-    if isinstance(doc, dict):
-        return {k: _without(v, *names) for k, v in doc.items() if k not in names}
-    return doc
-
-
 def test_apply_answers_every_line_as_one_ledger_with_its_shard(pair: Pair) -> None:
     assert len(pair.many_results) == LINES
-    assert _without(pair.many_results, "seq", "shard", "shards") == \
-        _without(pair.one_results, "seq")
+    assert without(pair.many_results, "seq", "shard", "shards") == \
+        without(pair.one_results, "seq")
     for line, result in zip(command_stream(7, LINES), pair.many_results, strict=True):
         group = line.get("group")
         if "error" in result and "op" not in result:
@@ -123,7 +116,7 @@ def test_a_fan_out_read_answers_as_one_ledger(pair: Pair, args: tuple[str, ...])
 def test_history_of_every_group_is_merged_oldest_first(pair: Pair, args: tuple[str, ...]
                                                       ) -> None:
     one, many = pair.both("history", *args)
-    assert _without(many, "seq", "shard") == _without(one, "seq")
+    assert without(many, "seq", "shard") == without(one, "seq")
 
 
 @pytest.mark.parametrize("group", [GROUPS[1], GROUPS[0], GROUPS[3], GROUPS[7]])  # shards 0-2
@@ -132,10 +125,10 @@ def test_a_group_read_is_answered_by_its_shard_alone(pair: Pair, group: str) -> 
                  ("at", str(END), "--group", group), ("export", "--group", group),
                  ("generations", "--group", group)):
         one, many = pair.both(*args)
-        assert _without(many, "lag_ms") == _without(one, "lag_ms"), args  # progress: now
+        assert without(many, "lag_ms") == without(one, "lag_ms"), args  # progress: now
     one, many = pair.both("history", "--group", group)
     assert {e["shard"] for e in many} <= {shard_of(group, SHARDS)}
-    assert _without(many, "seq", "shard") == _without(one, "seq")
+    assert without(many, "seq", "shard") == without(one, "seq")
 
 
 @pytest.mark.parametrize("query", [
@@ -153,7 +146,7 @@ def test_a_group_read_is_answered_by_its_shard_alone(pair: Pair, group: str) -> 
 ])
 def test_sql_runs_over_the_union_of_the_shards_tables(pair: Pair, query: str) -> None:
     one, many = pair.both("sql", query)
-    assert _without(many, "shard") == one  # `SELECT *` shows the shard column too
+    assert without(many, "shard") == one  # `SELECT *` shows the shard column too
 
 
 def test_sql_tables_carry_their_shard(pair: Pair) -> None:
@@ -174,7 +167,7 @@ def test_reset_plans_and_executes_on_the_groups_shard(tmp_path: Path) -> None:
     one, many = pair.both(*args)
     assert many == one and not many["executed"]
     one, many = pair.both(*args, "--execute", "--reason", "replay", "--actor", "alice")
-    assert _without(many, "seq") == _without(one, "seq") and many["executed"]
+    assert without(many, "seq") == without(one, "seq") and many["executed"]
     shard = shard_of("billing", SHARDS)
     with Ledger.open(pair.roots[shard], readonly=True) as led:
         assert {r["offset"] for r in led.sql(
@@ -196,7 +189,7 @@ def test_syncs_and_imports_go_to_each_groups_shard(tmp_path: Path) -> None:
     one, many = pair.both("sync", "kafka-describe", str(describe))
     assert many == one and many["bounds_raised"] == 3 and many["changed"] == 9
     one, many = pair.both("group", "list")
-    assert _without(many, "last_update") == _without(one, "last_update")  # synced now
+    assert without(many, "last_update") == without(one, "last_update")  # synced now
 
 
 QUEUES_OF = (0, 1, 2)

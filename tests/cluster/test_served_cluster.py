@@ -20,6 +20,7 @@ from tests.cluster.conftest import (
     Servers,
     command_stream,
     ndjson,
+    without,
     write_cluster,
 )
 from tests.server.conftest import Server
@@ -34,14 +35,6 @@ END = T0 + 10 * LINES + 1
 def _ours(doc: Any) -> Any:
     """The rows of this module's groups and topics."""
     return [d for d in doc if str(d.get("consumer_group") or d.get("topic")).startswith(PREFIX)]
-
-
-def _without(doc: Any, *names: str) -> Any:
-    if isinstance(doc, list):
-        return [_without(d, *names) for d in doc]
-    if isinstance(doc, dict):
-        return {k: _without(v, *names) for k, v in doc.items() if k not in names}
-    return doc
 
 
 class Fed:
@@ -66,7 +59,7 @@ def fed(served_cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> Fe
 
 def test_apply_through_the_servers_answers_as_one_ledger(fed: Fed) -> None:
     one, many = fed.results
-    assert _without(many, "seq", "shard", "shards") == _without(one, "seq")
+    assert without(many, "seq", "shard", "shards") == without(one, "seq")
     assert {r["shard"] for r in many if "shard" in r} == {0, 1, 2}
 
 
@@ -83,7 +76,7 @@ def test_apply_through_the_servers_answers_as_one_ledger(fed: Fed) -> None:
 def test_fan_out_reads_through_the_servers_answer_as_one_ledger(fed: Fed, args: tuple[str, ...]
                                                                 ) -> None:
     one, many = fed.both(*args)
-    assert _without(_ours(many), "seq", "shard") == _without(_ours(one), "seq")
+    assert without(_ours(many), "seq", "shard") == without(_ours(one), "seq")
 
 
 @pytest.mark.parametrize("group", [GROUPS[0], GROUPS[7]])
@@ -94,7 +87,7 @@ def test_group_reads_through_the_servers_answer_as_one_ledger(fed: Fed, group: s
                  ("generations", "--group", group), ("generations", "--group", group, "--topic",
                                                     f"{PREFIX}orders:0,1")):
         one, many = fed.both(*args)
-        assert _without(many, "seq", "shard") == _without(one, "seq"), args
+        assert without(many, "seq", "shard") == without(one, "seq"), args
 
 
 def test_sql_through_the_servers_runs_over_the_union(fed: Fed) -> None:
