@@ -15,6 +15,10 @@ median of `--repeat`:
 - one group's lag then (`lag --group G --at T`; SQLite: per key the committed offset, its last
   10 commits and MaxOffset at T, the rows the evaluation reads).
 
+Each question is also asked of a second reader that keeps no decoded row group
+(storage/decoded.py with a budget of 0), so that every read decodes what it reads: the
+"decoding each read" column, the cost of a row group not read lately.
+
 With `--http`, the group's last hour through `offset-ledger serve` against a plain HTTP server
 over the SQLite index (bench/baselines/sqlite_history_server.py, the same granian stack and the
 same JSON), wrk at 1 and 16 connections. Built ledgers and SQLite files are cached under
@@ -39,6 +43,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import storage.decoded
 from bench import workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -256,8 +261,16 @@ def measure(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
         # a reader of the data directory, as the server's read side opens it
         t0 = time.perf_counter()
         led = Ledger.open(d / "ledger", readonly=True, clock=FixedClock(facts["last_ts"]))
+        # the same reader keeping no decoded row group: every read decodes what it reads
+        kept = storage.decoded.DECODED_BYTES_MAX
+        storage.decoded.DECODED_BYTES_MAX = 0
+        try:
+            decoding = Ledger.open(d / "ledger", readonly=True, clock=FixedClock(facts["last_ts"]))
+        finally:
+            storage.decoded.DECODED_BYTES_MAX = kept
         opened.append({"n": n, "facts": facts, "open_s": time.perf_counter() - t0, "led": led,
                        "conn": conn, "ours": ledger_questions(led, w),
+                       "decoding": ledger_questions(decoding, w), "decoding_led": decoding,
                        "theirs": sqlite_questions(conn, w)})
     gc.collect()
     out = [{"commands": o["n"], "events": o["facts"]["events"], "open_s": o["open_s"],
@@ -266,21 +279,25 @@ def measure(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
         runs = [{"ledger_s": [], "sqlite_s": []} for _ in opened]
         for o, r in zip(opened, runs, strict=True):
             r["ledger_first_s"], r["rows"] = timed(o["ours"][name])  # builds index entries
+            r["ledger_decoding_s"] = []
         for _ in range(repeat):
             for o, r in zip(opened, runs, strict=True):
                 r["ledger_s"].append(timed(o["ours"][name])[0])
+                r["ledger_decoding_s"].append(timed(o["decoding"][name])[0])
                 s_, r["sqlite_rows"] = timed(o["theirs"][name])
                 r["sqlite_s"].append(s_)
         for o, r, doc in zip(opened, runs, out, strict=True):
-            for who in ("ledger", "sqlite"):
+            for who in ("ledger", "ledger_decoding", "sqlite"):
                 r[f"{who}_best_s"] = min(r[f"{who}_s"])
                 r[f"{who}_median_s"] = statistics.median(r[f"{who}_s"])
             doc["questions"][name] = r
             log(f"{o['n']:,} {name}: ledger {r['ledger_best_s'] * 1e3:.2f} ms (first "
-                f"{r['ledger_first_s'] * 1e3:.1f} ms, {r['rows']} rows), SQLite "
+                f"{r['ledger_first_s'] * 1e3:.1f} ms, decoding each read "
+                f"{r['ledger_decoding_best_s'] * 1e3:.2f} ms, {r['rows']} rows), SQLite "
                 f"{r['sqlite_best_s'] * 1e3:.2f} ms ({r['sqlite_rows']} rows)")
     for o in opened:
         o["led"].close()
+        o["decoding_led"].close()
         o["conn"].close()
     return out
 
@@ -416,8 +433,8 @@ def markdown(out: dict[str, Any]) -> str:
              "ledger's (> 1: the ledger is faster); growth = the ledger's time over its "
              f"{base['events'] / 1e6:.0f}M figure.", "",
              "| read | " + " | ".join(f"{s['events'] / 1e6:.0f}M events" for s in sizes)
-             + " | SQLite (same events, indexed) | ratio | growth |",
-             "|---|" + "---|" * (len(sizes) + 3)]
+             + " | decoding each read | SQLite (same events, indexed) | ratio | growth |",
+             "|---|" + "---|" * (len(sizes) + 4)]
     names = sorted(base["questions"], key=lambda n: -max(
         s["questions"][n]["ledger_best_s"] for s in sizes))
     for name in names:
@@ -427,7 +444,10 @@ def markdown(out: dict[str, Any]) -> str:
         ratios = " / ".join(f"{ratio(q['ledger_best_s'], q['sqlite_best_s']):.2f}x" for q in per)
         growth = " / ".join(f"{q['ledger_best_s'] / per[0]['ledger_best_s']:.2f}x"
                             for q in per[1:]) or "-"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {sq} ms | {ratios} | {growth} |")
+        decoding = " / ".join(f"{q['ledger_decoding_best_s'] * 1e3:.2f}" for q in per
+                              if "ledger_decoding_best_s" in q) or "-"
+        lines.append(f"| {name} | " + " | ".join(cells)
+                     + f" | {decoding} ms | {sq} ms | {ratios} | {growth} |")
     lines.append("")
     lines.append("First read of each question after opening (index entries built): "
                  + "; ".join(f"{s['events'] / 1e6:.0f}M: " + ", ".join(

@@ -8,6 +8,9 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import numpy as np
+import pyarrow as pa
+
 from ledger.errors import InvalidInput
 from ledger.limits import TS_MAX
 
@@ -99,6 +102,30 @@ def iso(ms: int | None) -> str | None:
     minute, rest = divmod(ms, 60_000)
     second, milli = divmod(rest, 1000)
     return f"{_minute_text(minute)}{second:02d}.{milli:03d}Z"
+
+
+_SECOND_TEXT = [f"{s:02d}." for s in range(60)]
+_MILLI_TEXT = [f"{m:03d}Z" for m in range(1000)]
+
+
+def iso_column(column: pa.Array | pa.ChunkedArray) -> list[str | None]:
+    """`iso` of every epoch-ms value of an int64 column (None for a null), for documents of
+    many events: minute, second and millisecond split in numpy, each a text looked up, so a
+    value costs two string joins."""
+    n, nulls = len(column), column.null_count
+    if nulls == n:
+        return [None] * n
+    ms = (column.fill_null(0) if nulls else column).to_numpy()
+    minutes, rest = np.divmod(ms, 60_000)
+    seconds, millis = np.divmod(rest, 1000)
+    texts = {m: _minute_text(m) for m in np.unique(minutes).tolist()}
+    second, milli = _SECOND_TEXT, _MILLI_TEXT
+    out: list[str | None] = [texts[m] + second[s] + milli[x] for m, s, x in
+                             zip(minutes.tolist(), seconds.tolist(), millis.tolist(), strict=True)]
+    if nulls:
+        for i in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
+            out[i] = None
+    return out
 
 
 @functools.lru_cache(maxsize=4096)

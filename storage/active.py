@@ -17,7 +17,7 @@ from storage import names
 from storage.errors import CorruptSegmentError, LogFailedError, StorageError
 from storage.frames import DecodedFrames, SeqChain, decode_frames, encode_frame
 from storage.fs import FileHandle, FileSystem, sync_handle, write_all
-from storage.index import TailIndex
+from storage.index import TailIndex, TailValues
 
 # Small batches are merged in memory so that a segment of single-row appends does not hold a
 # million Arrow objects.
@@ -64,6 +64,7 @@ class ActiveSegment:
         self.unsynced_events = 0
         # Per column asked about: the rows of each value (extended on read, never on append).
         self._tail_indexes: dict[str, TailIndex] = {}
+        self._tail_values: dict[str, TailValues] = {}
 
     @property
     def end_seq(self) -> int:
@@ -215,6 +216,14 @@ class ActiveSegment:
             index = self._tail_indexes[column] = TailIndex(column)
         index.extend(self.table())
         return index
+
+    def tail_values(self, column: str) -> TailValues:
+        """An integer column's values (no nulls) as one array, extended like `tail_index`."""
+        values = self._tail_values.get(column)
+        if values is None:
+            values = self._tail_values[column] = TailValues(column)
+        values.extend(self.table())
+        return values
 
     def close(self) -> None:
         """Close the file handle (no fsync)."""

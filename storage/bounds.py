@@ -41,3 +41,5 @@ class ReadStats(msgspec.Struct):
     segments_skipped: int = 0
     row_groups_read: int = 0
     row_groups_skipped: int = 0
+    # of the row groups read, those decoded from their file (the others were held decoded)
+    row_groups_decoded: int = 0

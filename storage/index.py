@@ -283,6 +283,36 @@ class TailIndex:
         return out
 
 
+class TailValues:
+    """One integer column of the active segment's rows (no nulls: seq, ts) as one array,
+    extended by the rows appended since (copying only those), so a keyed read tests its rows'
+    times without a take."""
+
+    __slots__ = ("_values", "column", "indexed")
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        self.indexed = 0
+        self._values = np.empty(0, np.int64)
+
+    def extend(self, table: pa.Table) -> None:
+        """Take in the rows of `table` (the active segment's rows, in seq order) past `indexed`."""
+        if table.num_rows <= self.indexed:
+            return
+        new = table.column(self.column).slice(self.indexed).to_numpy()
+        need = self.indexed + len(new)
+        if need > len(self._values):
+            grown = np.empty(max(need, 2 * len(self._values)), np.int64)
+            grown[:self.indexed] = self._values[:self.indexed]
+            self._values = grown
+        self._values[self.indexed:need] = new
+        self.indexed = need
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The values of rows at `positions` (all indexed)."""
+        return self._values[positions]
+
+
 def take_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
     """Rows of a chunked `table` at ascending `positions`, chunk by chunk (a take over a
     chunked table may first concatenate all its chunks)."""
@@ -301,15 +331,29 @@ def take_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
     return pa.Table.from_batches(out, schema=table.schema)
 
 
-def value_mask(column: pa.ChunkedArray | pa.Array, values: Sequence[Any]) -> pa.ChunkedArray:
-    """Rows of `column` holding one of `values` (dictionary columns tested on the dictionary)."""
+def value_mask(column: pa.ChunkedArray | pa.Array, values: Sequence[Any]) -> np.ndarray:
+    """Per row of `column`: whether it holds one of `values` (a null: no). A dictionary column
+    is tested on its indices, an integer column in numpy: no per-row work in Arrow calls."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    out = []
-    for chunk in chunks:
-        if pa.types.is_dictionary(chunk.type):
-            wanted = pc.is_in(chunk.dictionary, value_set=pa.array(values, chunk.type.value_type))
-            out.append(pc.fill_null(wanted.take(chunk.indices), False))
-        else:
-            out.append(pc.fill_null(pc.is_in(chunk, value_set=pa.array(values, chunk.type)),
-                                    False))
-    return pa.chunked_array(out, pa.bool_())
+    out = [_chunk_mask(chunk, values) for chunk in chunks]
+    if not out:
+        return np.zeros(0, bool)
+    return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+def _chunk_mask(chunk: pa.Array, values: Sequence[Any]) -> np.ndarray:
+    if pa.types.is_dictionary(chunk.type):
+        found = pc.index_in(pa.array(values, chunk.type.value_type), value_set=chunk.dictionary)
+        wanted: Sequence[Any] = [code for code in found.to_pylist() if code is not None]
+        chunk = chunk.indices
+    elif pa.types.is_integer(chunk.type):
+        wanted = values
+    else:
+        found = pc.is_in(chunk, value_set=pa.array(values, chunk.type))
+        return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), bool)
+    if not wanted:
+        return np.zeros(len(chunk), bool)
+    held = chunk.to_numpy(zero_copy_only=False)  # a null is NaN here: equal to nothing
+    if len(wanted) == 1:
+        return np.asarray(held == wanted[0], bool)
+    return np.isin(held, np.asarray(wanted))

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.decoded import DecodedRowGroups
 from storage.errors import CorruptSegmentError, LogRangeError
 from storage.fs import FileSystem
 from storage.index import SegmentIndex, SegmentIndexes, TimeIndex, Where, take_rows, value_mask
@@ -47,6 +48,7 @@ class RangeReader:
     def __init__(self, segments: LogSegments, use_index: bool = True):
         self._segments = segments
         self._indexes = SegmentIndexes()
+        self._decoded = DecodedRowGroups()
         self._verified_files: set[tuple[str, int, int]] = set()
         # Without the index (a check, and the bench's "before"): every read parses footers
         # afresh, decodes every row group of its seq/ts range and scans the tail.
@@ -56,6 +58,7 @@ class RangeReader:
         """Drop the resident index: after a swap, a retention or a new snapshot a file name
         may be reused for other content."""
         self._indexes = SegmentIndexes()
+        self._decoded = DecodedRowGroups()
 
     def checked_paths(self) -> list[Path]:
         """Paths of the sealed segments in seq order, each checked against its crc32c."""
@@ -99,7 +102,8 @@ class RangeReader:
                 continue
             stats.segments_read += 1
             piece = read_segment(segments.fs, self._ref(entry), bounds, read_columns, stats,
-                                 self._index_cache(), where, self._use_index)
+                                 self._index_cache(), where, self._use_index,
+                                 self._decoded if self._use_index else None)
             pieces.append(pa.Table.from_arrays(piece.columns, schema=target))
             found += piece.num_rows
         if not pieces:
@@ -130,12 +134,22 @@ class RangeReader:
             high = active.events if bounds.seq_lt is None else bounds.seq_lt - active.base_seq
             if low > 0 or high < active.events:
                 positions = positions[(positions >= low) & (positions < high)]
+            if len(positions) and (bounds.ts_gte is not None or bounds.ts_lt is not None):
+                ts = active.tail_values(TS_COLUMN).at(positions)
+                keep = np.ones(len(positions), bool)
+                if bounds.ts_gte is not None:
+                    keep &= ts >= bounds.ts_gte
+                if bounds.ts_lt is not None:
+                    keep &= ts < bounds.ts_lt
+                positions = positions[keep]
+            # the rows taken are within `bounds` already: only the other conditions filter
             table = take_rows(table.select(read_columns), positions)
+            mask = None
         else:
             table = table.select(read_columns)
-        mask = None if bounds.unbounded else range_mask(table, bounds)
+            mask = None if bounds.unbounded else range_mask(table, bounds)
         for name, values in conditions.items():
-            part = value_mask(table.column(name), values)
+            part = pa.array(value_mask(table.column(name), values))
             mask = part if mask is None else pc.and_(mask, part)
         return table if mask is None else table.filter(mask)
 

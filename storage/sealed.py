@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.bounds import ReadStats, SeqTsRange
+from storage.decoded import DecodedRowGroups
 from storage.errors import CorruptSegmentError, SchemaError
 from storage.fs import FileSystem, write_file_atomically
 from storage.index import SegmentIndex, SegmentIndexes, Where, value_mask
@@ -245,40 +246,75 @@ def read_segment(
     indexes: SegmentIndexes,
     where: Where | None = None,
     prune_by_where: bool = True,
+    decoded: DecodedRowGroups | None = None,
 ) -> pa.Table:
     """Rows of one sealed segment within `bounds` matching `where`, in seq order, with
     `columns` (must include seq, ts and the `where` columns when they are set).
 
     Only the row groups the resident index says may hold such rows are read (by `bounds`
-    alone without `prune_by_where`: every row group of the range is decoded). A missing,
-    unreadable or different file than the manifest says raises CorruptSegmentError (a reader
-    then re-reads the manifest: a writer may have swapped or retired the file).
+    alone without `prune_by_where`: every row group of the range is decoded); those `decoded`
+    holds are taken from it, the others decoded and put there. A missing, unreadable or
+    different file than the manifest says raises CorruptSegmentError (a reader then re-reads
+    the manifest: a writer may have swapped or retired the file).
     """
-    source = _open(fs, ref)
-    try:
-        index = segment_index(fs, ref, indexes, source)
-        chosen = index.choose(bounds, where if prune_by_where else None)
-        stats.row_groups_read += len(chosen)
-        stats.row_groups_skipped += index.row_groups - len(chosen)
-        # A selective read takes strings as dictionary indices (3-4x faster to decode than
-        # materializing every string of the row group) and decodes only the rows kept.
-        selective = not bounds.unbounded or bool(where)
-        strings = ([c for c in columns if c in index.strings] or None) if selective else None
-        try:
-            # no pre-buffering: a few row groups are read at once, and its I/O threads cost
-            # more than the reads they would overlap
-            reader = pq.ParquetFile(
-                source, metadata=index.md, page_checksum_verification=True,
-                read_dictionary=strings, pre_buffer=False)
-            table = reader.read_row_groups(chosen, columns=columns, use_threads=False)
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            raise corrupt(ref, f"unreadable data: {exc}") from exc
-    finally:
-        source.close()
+    index = segment_index(fs, ref, indexes)
+    chosen = index.choose(bounds, where if prune_by_where else None)
+    stats.row_groups_read += len(chosen)
+    stats.row_groups_skipped += index.row_groups - len(chosen)
+    # A selective read takes strings as dictionary indices (3-4x faster to decode than
+    # materializing every string of the row group) and decodes only the rows kept.
+    selective = not bounds.unbounded or bool(where)
+    strings = ([c for c in columns if c in index.strings] or None) if selective else None
+    if decoded is None:
+        table = _decode(fs, ref, index, chosen, columns, strings, stats)
+    else:
+        table = _decode_kept(fs, ref, index, chosen, columns, strings, stats, decoded)
     # a key's rows of clustered row groups holding nothing else need no filter by it
     unsettled = {name: values for name, values in (where or {}).items()
                  if not index.holds_only(name, values, chosen)}
     return _filter_and_order(table, bounds, ref, unsettled)
+
+
+def _decode(fs: FileSystem, ref: SegmentRef, index: SegmentIndex, row_groups: list[int],
+            columns: list[str], strings: list[str] | None, stats: ReadStats) -> pa.Table:
+    """Row groups of a sealed segment decoded (strings as dictionaries when `strings`)."""
+    stats.row_groups_decoded += len(row_groups)
+    source = _open(fs, ref)
+    try:
+        # no pre-buffering: a few row groups are read at once, and its I/O threads cost
+        # more than the reads they would overlap
+        reader = pq.ParquetFile(
+            source, metadata=index.md, page_checksum_verification=True,
+            read_dictionary=strings, pre_buffer=False)
+        return reader.read_row_groups(row_groups, columns=columns, use_threads=False)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise corrupt(ref, f"unreadable data: {exc}") from exc
+    finally:
+        source.close()
+
+
+def _decode_kept(fs: FileSystem, ref: SegmentRef, index: SegmentIndex, row_groups: list[int],
+                 columns: list[str], strings: list[str] | None, stats: ReadStats,
+                 decoded: DecodedRowGroups) -> pa.Table:
+    """`_decode` through `decoded`: row groups it holds taken from it, the others decoded in
+    one read and kept."""
+    file_key = (str(ref.path), ref.bytes, ref.base_seq, ref.end_seq)
+    form = (tuple(columns), None if strings is None else tuple(strings))
+    found = {rg: decoded.get((file_key, rg, *form)) for rg in row_groups}
+    missing = [rg for rg, table in found.items() if table is None]
+    if missing:
+        fresh = _decode(fs, ref, index, missing, columns, strings, stats)
+        start = 0
+        for rg in missing:
+            rows = int(index.rows[rg])
+            found[rg] = piece = fresh.slice(start, rows)
+            decoded.put((file_key, rg, *form), piece)
+            start += rows
+    if not row_groups:
+        return _decode(fs, ref, index, [], columns, strings, stats)  # the empty table, typed
+    if len(row_groups) == 1:
+        return found[row_groups[0]]  # type: ignore[return-value]
+    return pa.concat_tables([found[rg] for rg in row_groups])  # type: ignore[misc]
 
 
 def _filter_and_order(table: pa.Table, bounds: SeqTsRange, ref: SegmentRef,
@@ -305,13 +341,18 @@ def _filter_and_order(table: pa.Table, bounds: SeqTsRange, ref: SegmentRef,
         if bounds.ts_lt is not None:
             keep &= ts < bounds.ts_lt
     for name, values in (where or {}).items():
-        keep &= value_mask(table.column(name), values).to_numpy(zero_copy_only=False)
+        keep &= value_mask(table.column(name), values)
     rows = np.flatnonzero(keep)
     kept = seqs[rows]
-    if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+    in_order = len(kept) < 2 or bool(np.all(kept[1:] > kept[:-1]))
+    if not in_order:
         rows = rows[np.argsort(kept, kind="stable")]
     elif len(rows) == n:
         return _plain_strings(table)
+    elif not len(rows) or int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+        # one run of rows in seq order (a group's rows of a clustered row group, one time
+        # window of them): a slice, no copy before the strings are made plain
+        return _plain_strings(table.slice(int(rows[0]) if len(rows) else 0, len(rows)))
     return _plain_strings(table.take(pa.array(rows, pa.int64())))
 
 

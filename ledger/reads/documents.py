@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from ledger.timeparse import iso
+from ledger.timeparse import iso, iso_column
 
 STATE_COLUMNS = ("consumer_group", "topic", "queue_id", "committed_offset", "generation")
 
@@ -49,15 +49,16 @@ def event_doc(e: dict[str, Any]) -> dict[str, Any]:
 def history_doc(table: pa.Table) -> list[dict[str, Any]]:
     """`history --json`, `GET /v1/history`: `event_doc` of every event, column by column."""
     c = table.to_pydict()
-    return [{"seq": seq, "ts": iso(ts), "ts_ms": ts, "kind": kind, "consumer_group": group,
+    ts_text, store_text = iso_column(table.column("ts")), iso_column(table.column("store_ts"))
+    return [{"seq": seq, "ts": ts_iso, "ts_ms": ts, "kind": kind, "consumer_group": group,
              "topic": topic, "queue_id": queue_id, "offset": offset, "prev_offset": prev,
              "generation": generation, "client_id": client, "actor": actor,
-             "store_ts": iso(store_ts), "store_ts_ms": store_ts, "detail": detail}
-            for seq, ts, kind, group, topic, queue_id, offset, prev, generation, client, actor,
-            store_ts, detail in zip(
-                c["seq"], c["ts"], c["kind"], c["consumer_group"], c["topic"], c["queue_id"],
-                c["offset"], c["prev_offset"], c["generation"], c["client_id"], c["actor"],
-                c["store_ts"], c["detail"], strict=True)]
+             "store_ts": store_iso, "store_ts_ms": store_ts, "detail": detail}
+            for seq, ts, ts_iso, kind, group, topic, queue_id, offset, prev, generation, client,
+            actor, store_ts, store_iso, detail in zip(
+                c["seq"], c["ts"], ts_text, c["kind"], c["consumer_group"], c["topic"],
+                c["queue_id"], c["offset"], c["prev_offset"], c["generation"], c["client_id"],
+                c["actor"], c["store_ts"], store_text, c["detail"], strict=True)]
 
 
 def state_doc(table: pa.Table) -> list[dict[str, Any]]:
