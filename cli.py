@@ -422,6 +422,10 @@ def init(
     clock_skew: str = typer.Option(None, "--clock-skew", metavar="DURATION",
                                    help="How far a command's ts may run ahead of the clock "
                                         "(default PT10S); beyond it only a backfill may."),
+    take_over: bool = typer.Option(False, "--take-over",
+                                   help="Attach to an S3 prefix that already holds a log (its "
+                                        "writer elsewhere stopped for good: what was only in "
+                                        "its local tail is lost)."),
     as_json: bool = json_opt(),
 ) -> None:
     """Create or re-configure a data directory; the settings persist for later commands."""
@@ -434,11 +438,11 @@ def init(
                 "clock_skew_ms": duration_arg(clock_skew, "--clock-skew")}
     if cluster_file(ctx) is not None:
         with open_cluster(ctx) as cluster:
-            shards = cluster.init(**settings)
+            shards = cluster.init(take_over=take_over, **settings)
         emit(shards, as_json, ("shard", "data_dir", "segment_events_max", "durability"))
         note(f"{len(shards)} shard(s) ready")
         return
-    with open_writer(ctx, **settings) as led:
+    with open_writer(ctx, take_over=take_over, **settings) as led:
         out = {"data_dir": str(led.root), **msgspec.structs.asdict(led.settings)}
     emit(out, as_json)
     note(f"ledger ready at {out['data_dir']}")

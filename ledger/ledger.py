@@ -126,20 +126,22 @@ class Ledger:
     def open(
         cls, path: str | os.PathLike[str], *, clock: Callable[[], int] | None = None,
         readonly: bool = False, fs: FileSystem | None = None, backfill: bool = False,
-        read_index: bool = True, **settings: Any,
+        read_index: bool = True, take_over: bool = False, **settings: Any,
     ) -> Ledger:
         """Open (creating if needed) a data directory as its single writer, or as a reader.
         `backfill`: commands through this handle may carry a `ts` more than the clock skew
         (setting `clock_skew_ms`) ahead of `clock` (simulations, replays of synthetic time);
         otherwise such a command is refused naming its ts. `read_index=False` reads without the
         log's read index (every row group of a range decoded, the tail scanned): the same
-        answers, for checks and comparisons."""
+        answers, for checks and comparisons. A new data directory whose `segments` name an S3
+        prefix that already holds a log is refused (its writer elsewhere would lose what is
+        still in its local tail) unless `take_over`."""
         root = Path(path)
         clock = clock or wall_clock_ms
         if readonly:
             return cls(Writer.open_reader(root, clock=clock, fs=fs, read_index=read_index))
         return cls(Writer.open(root, clock=clock, fs=fs, backfill=backfill,
-                               read_index=read_index, **settings))
+                               read_index=read_index, take_over=take_over, **settings))
 
     @classmethod
     def open_for_read(cls, path: str | os.PathLike[str], **kw: Any) -> Ledger:

@@ -96,11 +96,16 @@ class Writer:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def open(cls, root: Path, *, clock: Callable[[], int], fs: FileSystem | None = None,
-             backfill: bool = False, read_index: bool = True, **settings: Any) -> Writer:
+             backfill: bool = False, read_index: bool = True, take_over: bool = False,
+             **settings: Any) -> Writer:
         """Open (creating if needed) a data directory as its single writer; `backfill`: its
-        commands may carry times ahead of the clock (see `ts_limit_ms`)."""
+        commands may carry times ahead of the clock (see `ts_limit_ms`); `take_over`: a new
+        data directory may attach to an S3 prefix that already holds a log."""
         cfg = settings_mod.merged(root, settings)
-        tier.check_unmoved(root, settings_mod.load(root), cfg)
+        before = settings_mod.load(root)
+        tier.check_unmoved(root, before, cfg)
+        if fs is None:
+            tier.check_attach(root, before, cfg, take_over)
         log = SegmentedLog.open(root, EVENT_SCHEMA, log_settings(cfg), clock=clock, writer=True,
                                 fs=tier.filesystem(root, cfg, fs),
                                 witness=lambda: view_witness(root), read_index=read_index)

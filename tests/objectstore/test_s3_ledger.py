@@ -92,6 +92,34 @@ def test_segments_location_is_chosen_once(tmp_path: Path, s3: S3, prefix: str) -
     assert_one_line_error(r, 2, "invalid segments", "'http://not-s3/x'")
 
 
+def test_a_prefix_holding_a_log_is_not_taken_over_by_a_new_data_directory(
+        tmp_path: Path, s3: S3, prefix: str) -> None:
+    url = f"s3://{BUCKET}/{prefix}"
+    first, second = Cli(tmp_path / "first"), Cli(tmp_path / "second")
+    build(first, "--segments", url, "--segments-endpoint", s3.endpoint)
+    before = {k: s3.client.get_object(Bucket=BUCKET, Key=f"{prefix}/{k}")["ETag"]
+              for k in s3.keys(prefix)}
+    # its writer elsewhere keeps acknowledged events in its local WAL: a second data
+    # directory must not start writing over the same prefix unless told to
+    r = second("init", "--segments", url, "--segments-endpoint", s3.endpoint)
+    assert_one_line_error(r, 2, f"invalid segments {url!r}", "already holds a ledger's log",
+                          "--take-over")
+    after = {k: s3.client.get_object(Bucket=BUCKET, Key=f"{prefix}/{k}")["ETag"]
+             for k in s3.keys(prefix)}
+    assert after == before  # nothing written, the manifest untouched
+    assert not (second.data / "settings.json").exists()
+    assert first("init").exit_code == 0  # its own data directory reopens as before
+    assert first.json("verify")["ok"] is True
+    written = first.json("history", "--group", G)
+    # once the first writer is gone for good, a take-over is explicit: the sealed events are
+    # the second's, what was only in the first's local tail is not
+    r = second("init", "--segments", url, "--segments-endpoint", s3.endpoint, "--take-over")
+    assert r.exit_code == 0, r.stderr
+    taken = second.json("history", "--group", G)
+    assert taken and len(taken) < len(written) and taken == written[:len(taken)]
+    assert second.json("verify")["ok"] is True
+
+
 def test_cli_names_a_missing_object(tmp_path: Path, s3: S3, prefix: str) -> None:
     cli = Cli(tmp_path / "data")
     build(cli, "--segments", f"s3://{BUCKET}/{prefix}", "--segments-endpoint", s3.endpoint)
