@@ -7,7 +7,10 @@
 - Batched requests (`POST /v1/commands`, 1,000 commits each, 4 senders): commits/s against the
   in-process `Ledger.submit` of the same batches (>= 0.8x).
 - p50 / p99 of single commits at a fixed offered load (2,000 requests/s over 64 connections,
-  latency counted from when each request was due: p99 < 10 ms), and the server's CPU per commit.
+  latency counted from when each request was due: p99 < 10 ms), and the server's CPU per commit;
+  once after the batched run (a ledger holding a million events) and once on a fresh server
+  pinned to one core with this driver on the other (taskset), each beside the server's own
+  histograms (request, batch, fsync, garbage-collector pauses, from /metrics).
 
 Prints a summary and writes bench/results/server-latest.json.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -25,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import http_load
+from bench import http_load, server_histograms
 from bench.baselines.pg_bench import reference_target
 from bench.http_stacks.measure import CpuMeter, RunningServer, Target, wait_for_quiet
 from bench.pg_cluster import pg_cluster
@@ -39,6 +43,36 @@ FIXED_RATE = 2_000.0
 def ledger_target(data: Path) -> Target:
     exe = Path(sys.executable).parent / "offset-ledger"
     return Target("ledger", [str(exe), "--data-dir", str(data), "serve", "--port", "{port}"])
+
+
+def fixed_rate(server: RunningServer, duration_s: float) -> dict[str, Any]:
+    """FIXED_RATE commits/s for `duration_s`: the client's latencies, the server's histograms
+    over the same span and its CPU per commit."""
+    before = server_histograms.scrape(server.base_url)
+    meter = CpuMeter(server.proc.pid)
+    res = http_load.run_fixed_rate(server.commit_url, FIXED_RATE, duration_s, 64)
+    cpu = meter.stop()
+    return {**res.as_dict(), **cpu,
+            "server_cpu_us_per_req": cpu["server_cpu_s"] / max(res.requests, 1) * 1e6,
+            "server": server_histograms.delta(before, server_histograms.scrape(server.base_url))}
+
+
+def fixed_rate_pinned(work: Path, duration_s: float) -> dict[str, Any]:
+    """`fixed_rate` on a fresh server pinned to one core, this driver pinned to another: the
+    server's tail on the core it has, without the driver's share in it."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return {"not_run": f"{len(cores)} core(s): nothing to pin the driver away to"}
+    target = ledger_target(work / "ledger-pinned")
+    target = Target(target.name, ["taskset", "-c", str(cores[0]), *target.argv], target.env)
+    with RunningServer(target, work / "ledger-pinned.log") as server:
+        http_load.run_fixed_rate(server.commit_url, FIXED_RATE / 4, 2, 64)  # warm-up
+        os.sched_setaffinity(0, set(cores[1:]))
+        try:
+            return {"server_cores": [cores[0]], "driver_cores": cores[1:],
+                    **fixed_rate(server, duration_s)}
+        finally:
+            os.sched_setaffinity(0, set(cores))
 
 
 def wrk_rows(server: RunningServer, connections: list[int], duration_s: float) -> list[dict]:
@@ -140,8 +174,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                            work / "ledger-batched.log") as server:
             out["batched"] = batched(server.base_url, args.duration)
             wait_for_quiet(max_wait_s=args.max_wait)
-            fixed = http_load.run_fixed_rate(server.commit_url, FIXED_RATE, args.duration, 64)
-            out["fixed_rate"] = fixed.as_dict()
+            out["fixed_rate"] = fixed_rate(server, args.duration)
+        wait_for_quiet(max_wait_s=args.max_wait)
+        out["fixed_rate_pinned"] = fixed_rate_pinned(work, args.duration)
         out["in_process"] = in_process(args.duration)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -155,11 +190,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                     / out["in_process"]["commits_per_s"], "target": 0.8},
         "p99_ms_at_2k": {"value": out["fixed_rate"]["p99_ms"], "target": 10.0, "lower": True},
     }
+    if "p99_ms" in out["fixed_rate_pinned"]:
+        out["targets"]["p99_ms_at_2k_pinned"] = {
+            "value": out["fixed_rate_pinned"]["p99_ms"], "target": 10.0, "lower": True}
     out["cpu_us_per_commit_at_64"] = median_of(ledger_rows, 64, "server_cpu_us_per_req")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     print(summary(out))
     return out
+
+
+def _fixed_line(name: str, run: dict[str, Any]) -> str:
+    if "p99_ms" not in run:
+        return f"fixed {FIXED_RATE:.0f} req/s, {name}: not run ({run.get('not_run')})"
+    server = run.get("server", {})
+
+    def le(key: str, q: str) -> str:
+        v = server.get(key, {}).get(q)
+        return "-" if v is None else f"<={v:g}"
+
+    return (f"fixed {FIXED_RATE:.0f} req/s, {name}: client p50 {run['p50_ms']:.2f} ms, p99 "
+            f"{run['p99_ms']:.2f} ms, max {run['max_ms']:.0f} ms; server request p99 "
+            f"{le('request_seconds[/v1/commit]', 'p99_le_ms')} ms, batch p99 "
+            f"{le('batch_seconds', 'p99_le_ms')} ms, max {le('batch_seconds', 'max_le_ms')} ms, "
+            f"gc gen2 max {le('gc_pause_seconds[2]', 'max_le_ms')} ms; "
+            f"{run['server_cpu_us_per_req']:.0f} us server CPU per commit")
 
 
 def summary(out: dict[str, Any]) -> str:
@@ -171,8 +226,8 @@ def summary(out: dict[str, Any]) -> str:
              f"{median_of(out['pg_wrk'], 64):.0f} at 64",
              f"batched: {out['batched']['commits_per_s']:.0f} commits/s; in process: "
              f"{out['in_process']['commits_per_s']:.0f}",
-             f"fixed {FIXED_RATE:.0f} req/s: p50 {out['fixed_rate']['p50_ms']:.2f} ms, "
-             f"p99 {out['fixed_rate']['p99_ms']:.2f} ms"]
+             *(_fixed_line(name, out[key]) for name, key in (
+                 ("after the batched run", "fixed_rate"), ("pinned", "fixed_rate_pinned")))]
     for name, v in t.items():
         ok = v["value"] <= v["target"] if v.get("lower") else v["value"] >= v["target"]
         lines.append(f"  {name}: {v['value']:.2f} (target {'<=' if v.get('lower') else '>='} "

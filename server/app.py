@@ -11,6 +11,7 @@ granian's main process and reloads its tokens on SIGHUP (server/process.py).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 import time
@@ -57,12 +58,13 @@ class App:
         root = Path(settings.data_dir)
         self.tokens = TokenFile.load(Path(settings.tokens)) if settings.tokens else None
         stats = BatchStats()
-        committer = Committer(lambda: Ledger.open(root), batch_commands_max=settings.batch_commands_max,
+        committer = Committer(lambda: Ledger.open(root), loop,
+                              batch_commands_max=settings.batch_commands_max,
                               pending_commands_max=settings.pending_commands_max, stats=stats)
         reads = ReadSide(root)
-        self.metrics = Metrics(reads)
-        stats.observe = self.metrics.batch
-        stats.refused = self.metrics.commit_refused
+        self.metrics = metrics = Metrics(reads)
+        stats.observe = metrics.batch
+        stats.refused = metrics.commit_refused
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
         # granian starts listening after this returns, before it runs the loop: say "serving"
@@ -70,6 +72,12 @@ class App:
         loop.call_soon(_say_serving, settings)
         self.console = ConsoleFiles()
         self.guard = Guard(settings, tokens_on=self.tokens is not None)
+        # What start-up loaded (modules, the ledger's state) lives as long as the process: out
+        # of the collector's sight, so a full collection walks only what came after (a
+        # 30-50 ms pause every few seconds under load was the server's p99 at 2,000 req/s).
+        gc.collect()
+        gc.freeze()
+        metrics.watch_collector()
 
     def __rsgi_del__(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.api is not None:
@@ -128,7 +136,7 @@ class App:
             body, headers = encode_json({"error": message}), _JSON
         proto.response_bytes(status, headers, b"" if scope.method == "HEAD" else body)
         if self.metrics is not None:
-            self.metrics.requests.labels(route_name).observe(time.perf_counter() - started)
+            self.metrics.request(route_name, time.perf_counter() - started)
 
     async def _answer(self, route: Route, params: dict[str, str], scope: Any, proto: Any
                       ) -> tuple[int, bytes, list[tuple[str, str]]]:
@@ -224,7 +232,9 @@ _SPECIAL = {("GET", "/metrics"): Route("GET", "/metrics", None, "Prometheus text
 def _query(query_string: str) -> dict[str, str]:
     """The query parameters, each given once (a repeated one is refused: which one counts
     would be a guess)."""
-    query = {}
+    query: dict[str, str] = {}
+    if not query_string:
+        return query
     for k, v in parse_qs(query_string, keep_blank_values=True).items():
         if len(v) > 1:
             raise HttpError(400, f"query parameter {k!r} is given {len(v)} times: give it once")

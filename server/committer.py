@@ -4,19 +4,23 @@ runs it through the ledger as one batch (one fsync), then answers every request 
 answer leaves before its events are durable, and batch size grows with load while latency
 stays near one fsync.
 
+Requests come from the event loop and wait on the loop's own futures: the writer hands a
+batch's answers back in one callback (one wake-up of the loop per batch, not one per request,
+and none of `concurrent.futures`' locks and conditions per request).
+
 The writer thread is the only one that touches the writing Ledger. Stopping stops accepting,
 answers everything already accepted, and closes the ledger (view flush, checkpoint).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ledger import Ledger, LedgerUnusable
@@ -41,8 +45,8 @@ class _Request:
     commands: Sequence[Command | LedgerError]
     actor: str | Sequence[str | None] | None
     denied: Sequence[str | None] | None
-    backfill: bool = False
-    future: Future[list[Result]] = field(default_factory=Future)
+    backfill: bool
+    waiter: asyncio.Future[list[Result]]
 
 
 @dataclass
@@ -55,11 +59,14 @@ class BatchStats:
 
 
 class Committer:
-    """One writer thread draining one queue into `Ledger.submit_decoded`."""
+    """One writer thread draining one queue into `Ledger.submit_decoded`; requests come from
+    the event loop `loop` and are answered on it."""
 
-    def __init__(self, open_ledger: Callable[[], Ledger], *, batch_commands_max: int,
-                 pending_commands_max: int, stats: BatchStats | None = None) -> None:
+    def __init__(self, open_ledger: Callable[[], Ledger], loop: asyncio.AbstractEventLoop, *,
+                 batch_commands_max: int, pending_commands_max: int,
+                 stats: BatchStats | None = None) -> None:
         self._open = open_ledger
+        self._loop = loop
         self.ledger = open_ledger()
         self.batch_commands_max = batch_commands_max
         self.pending_commands_max = pending_commands_max
@@ -76,11 +83,11 @@ class Committer:
     def submit(self, commands: Sequence[Command | LedgerError],
                actor: str | Sequence[str | None] | None,
                denied: Sequence[str | None] | None = None, *,
-               backfill: bool = False) -> Future[list[Result]]:
-        """Queue a request's commands; the future gives their results once durable. `actor`:
-        one for all, or one per command (None: the command's claim); `backfill`: the sender
-        may give a `ts` beyond the clock skew."""
-        request = _Request(commands, actor, denied, backfill)
+               backfill: bool = False) -> asyncio.Future[list[Result]]:
+        """Queue a request's commands (called on the loop); the future gives their results
+        once durable. `actor`: one for all, or one per command (None: the command's claim);
+        `backfill`: the sender may give a `ts` beyond the clock skew."""
+        request = _Request(commands, actor, denied, backfill, self._loop.create_future())
         with self._cond:
             if self._stopping:
                 raise Stopping("the server is shutting down")
@@ -89,7 +96,7 @@ class Committer:
             self._queue.append(request)
             self._pending += len(commands)
             self._cond.notify()
-        return request.future
+        return request.waiter
 
     def read_current(self, fn: Callable[[Ledger], T]) -> T:
         """`fn(ledger)` on the writer's in-memory state between two batches (never one in
@@ -150,8 +157,7 @@ class Committer:
             results = self.ledger.submit_decoded(commands, actor=actors, denied=denied,
                                                  backfill=backfill)
         except BaseException as e:  # a failed write: nothing of this batch is acknowledged
-            for r in batch:
-                r.future.set_exception(e)
+            self._answer([(r.waiter, e) for r in batch])
             if isinstance(e, LedgerUnusable) or self.ledger.writer.unusable is not None:
                 self._reopen()
             if not isinstance(e, Exception):
@@ -163,12 +169,22 @@ class Committer:
             if type(result) is CommitResult and result.reason is not None:
                 self.stats.refused(cmd.group, result.reason)  # type: ignore[union-attr]
         at = 0
+        answers: list[tuple[asyncio.Future[list[Result]], list[Result] | BaseException]] = []
         for r in batch:
             mine = results[at:at + len(r.commands)]
             for result in mine:
                 result.line -= at
             at += len(r.commands)
-            r.future.set_result(mine)
+            answers.append((r.waiter, mine))
+        self._answer(answers)
+
+    def _answer(self, answers: list[tuple[asyncio.Future[list[Result]],
+                                          list[Result] | BaseException]]) -> None:
+        """Hand a batch's answers to the loop in one callback."""
+        try:
+            self._loop.call_soon_threadsafe(_deliver, answers)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            logger.warning("%d answer(s) after the event loop closed", len(answers))
 
     def _reopen(self) -> None:
         """After a failed write the state may be ahead of the log: start again from disk."""
@@ -178,3 +194,16 @@ class Committer:
         except Exception:
             logger.exception("closing the failed ledger")
         self.ledger = self._open()
+
+
+def _deliver(answers: list[tuple[asyncio.Future[list[Result]],
+                                 list[Result] | BaseException]]) -> None:
+    """On the loop: each waiter gets its results (or the batch's error); one whose request was
+    cancelled (its client left) is passed over, its commands durable all the same."""
+    for waiter, answer in answers:
+        if waiter.done():
+            continue
+        if isinstance(answer, BaseException):
+            waiter.set_exception(answer)
+        else:
+            waiter.set_result(answer)

@@ -126,7 +126,7 @@ class Api:
         except (Busy, Stopping) as e:
             raise HttpError(503, str(e)) from None
         try:
-            return await asyncio.wrap_future(future)
+            return await future
         except LedgerUnusable as e:
             raise HttpError(503, f"the write failed and the ledger is reopening: {e}") from None
 

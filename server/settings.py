@@ -4,6 +4,7 @@ environment variable (the worker imports the app by name)."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import msgspec
@@ -97,7 +98,9 @@ def resolve_host(host: str) -> str:
     return str(found[0][4][0])
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback(host: str) -> bool:
+    """`host` (a name or an address) is loopback: cached, as every request's Host asks it."""
     import ipaddress
 
     if host == "localhost":
