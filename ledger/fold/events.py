@@ -176,7 +176,13 @@ EVENT_TYPES: dict[str, type[Event]] = {
     )
 }
 _FIELDS: tuple[str, ...] = COLUMNS[3:]
-_ROW_TYPES = tuple(EVENT_SCHEMA.field(name).type for name in COLUMNS[1:])
+#: A row's fields as one struct, with and without seq: pyarrow converts a list of tuples to a
+#: struct array in one pass (a tenth of the time of a column at a time for a 1-event batch, a
+#: group commit's usual size; half of it at 10,000 events).
+_ROW_STRUCT = pa.struct([EVENT_SCHEMA.field(name) for name in COLUMNS[1:]])
+_EVENT_STRUCT = pa.struct(list(EVENT_SCHEMA))
+#: Up to this many rows, seq goes into the tuples (cheaper than its own column).
+_SEQ_IN_ROWS_MAX = 256
 
 
 class EventBuffer:
@@ -197,10 +203,13 @@ class EventBuffer:
 
     def to_record_batch(self, first_seq: int) -> pa.RecordBatch:
         n = len(self.rows)
-        columns = list(zip(*self.rows, strict=True)) if n else [()] * (len(COLUMNS) - 1)
-        arrays = [pa.array(range(first_seq, first_seq + n), pa.int64())]
-        arrays += [pa.array(col, typ) for typ, col in zip(_ROW_TYPES, columns, strict=True)]
-        return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+        if n <= _SEQ_IN_ROWS_MAX:
+            rows = [(seq, *row) for seq, row in enumerate(self.rows, first_seq)]
+            return pa.RecordBatch.from_struct_array(pa.array(rows, type=_EVENT_STRUCT))
+        fields = pa.RecordBatch.from_struct_array(pa.array(self.rows, type=_ROW_STRUCT))
+        return pa.RecordBatch.from_arrays(
+            [pa.array(range(first_seq, first_seq + n), pa.int64()), *fields.columns],
+            schema=EVENT_SCHEMA)
 
 
 def to_record_batch(events: Sequence[Event], first_seq: int | None = None) -> pa.RecordBatch:
