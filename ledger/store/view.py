@@ -8,8 +8,11 @@ the decoded active tail, so SQL sees every event.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +269,26 @@ def _clients_table(state: State, keys: Iterable[Key]) -> pa.Table:
                            [r[1] for r in rows])
 
 
+@dataclass
+class _Changes:
+    """One flush, taken from the state at one log position: per table the rows to write and
+    the keys whose rows they replace (None: all rows), the appends to add, the position."""
+
+    replaced: list[tuple[str, pa.Table, pa.Table | None, tuple[str, ...]]]
+    all_appends: bool
+    new_appends: pa.Table
+    next_seq: int
+    held: dict[QueueKey, int]  # appends per queue the table holds once written
+    taken: tuple[set[Key], set[QueueKey], set[str]] | None = None  # the state's dirty sets
+
+    def give_back(self, state: State) -> None:
+        """Not written: its keys are dirty again, for the next flush."""
+        if self.taken is not None:
+            state.dirty_keys |= self.taken[0]
+            state.dirty_queues |= self.taken[1]
+            state.dirty_groups |= self.taken[2]
+
+
 class View:
     """The DuckDB connection holding the view tables; file-backed or in memory (readers)."""
 
@@ -288,6 +311,10 @@ class View:
         self._appends_held: dict[QueueKey, int] = {
             (t, q): n for t, q, n in con.execute(
                 "SELECT topic, queue_id, count(*) FROM appends GROUP BY ALL").fetchall()}
+        # the background flush: its thread and connection (made on first use), the one in flight
+        self._flusher: ThreadPoolExecutor | None = None
+        self._flusher_con: duckdb.DuckDBPyConnection | None = None
+        self._in_flight: tuple[_Changes, Future[None]] | None = None
 
     @classmethod
     def open(cls, path: Path | None) -> View:
@@ -311,65 +338,118 @@ class View:
 
     def write_full(self, state: State, next_seq: int) -> None:
         """Replace every table with the state (rebuild, or catch-up after a gap)."""
-        self._write(state, None, None, None, next_seq)
+        with contextlib.suppress(Exception):  # what it failed to write, this writes
+            self.wait_flushed(state)
+        self._commit(self.con, self._changes(state, None, None, None, next_seq))
+        state.dirty_keys.clear()
+        state.dirty_queues.clear()
+        state.dirty_groups.clear()
 
     def flush(self, state: State, next_seq: int) -> None:
-        """Write the rows touched since the last flush plus the position, in one transaction."""
-        clean = not (state.dirty_keys or state.dirty_queues or state.dirty_groups)
-        if clean and self.position() == next_seq:
+        """Write the rows touched since the last flush plus the position, in one transaction
+        (after the flush in flight, whose failure is raised here, its rows dirty again)."""
+        self.wait_flushed(state)
+        changes = self._take_dirty(state, next_seq)
+        if changes is None:
             return
-        self._write(state, state.dirty_keys, state.dirty_queues, state.dirty_groups, next_seq)
+        try:
+            self._commit(self.con, changes)
+        except BaseException:
+            changes.give_back(state)
+            raise
 
-    def _write(
+    def flush_in_background(self, state: State, next_seq: int) -> None:
+        """As `flush`, but only the rows are taken here (as Arrow, from the state as it is now);
+        the DuckDB transaction runs on the view's own thread and connection, so a writer goes
+        on appending meanwhile. At most one is in flight: this waits for the one before."""
+        self.wait_flushed(state)
+        changes = self._take_dirty(state, next_seq)
+        if changes is None:
+            return
+        if self._flusher is None:
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="view-flush")
+            self._flusher_con = self.con.cursor()
+        con = self._flusher_con
+        self._in_flight = (changes, self._flusher.submit(self._commit, con, changes))
+
+    def wait_flushed(self, state: State) -> None:
+        """Wait for the background flush in flight, if any; if it failed, its rows are dirty
+        again in `state` and its error is raised."""
+        if self._in_flight is None:
+            return
+        changes, done = self._in_flight
+        self._in_flight = None
+        try:
+            done.result()
+        except BaseException:
+            changes.give_back(state)
+            raise
+
+    def _take_dirty(self, state: State, next_seq: int) -> _Changes | None:
+        """The rows touched since the last flush (taken out of the state's dirty sets), or
+        None when there are none and the view is at `next_seq` already."""
+        if not (state.dirty_keys or state.dirty_queues or state.dirty_groups) \
+                and self.position() == next_seq:
+            return None
+        keys, queues, groups = state.dirty_keys, state.dirty_queues, state.dirty_groups
+        state.dirty_keys, state.dirty_queues, state.dirty_groups = set(), set(), set()
+        changes = self._changes(state, keys, queues, groups, next_seq)
+        changes.taken = (keys, queues, groups)
+        return changes
+
+    def _changes(
         self, state: State, keys: set[Key] | None, queues: set[QueueKey] | None,
         groups: set[str] | None, next_seq: int,
-    ) -> None:
+    ) -> _Changes:
+        """What a flush writes, as Arrow: the rows of `keys`, `queues` and `groups` (None: all
+        of them, replacing the tables) and the appends the table lacks."""
         key_list = list(state.positions if keys is None else keys)
-        offsets = _offsets_table(state, key_list)
-        clients = _clients_table(state, state.clients.keys() if keys is None else
-                                 [k for k in key_list if k in state.clients])
         touched = None if keys is None else pa.table(key_columns(key_list))
-        q_iter = state.queues.keys() if queues is None else queues
+        q_iter = list(state.queues.keys() if queues is None else queues)
         q_rows = [(*qk, state.queues[qk].min_offset, state.queues[qk].max_offset,
                    state.queues[qk].last_update_ts) for qk in q_iter if qk in state.queues]
         g_iter = state.groups.keys() if groups is None else groups
         g_rows = [(g, state.groups[g].mode, state.groups[g].initial,
                    state.groups[g].client_timeout_ms) for g in g_iter if g in state.groups]
         held = {} if queues is None else self._appends_held
-        new_appends = _new_appends(state, q_iter, held)
-        con = self.con
+        key_cols = ("consumer_group", "topic", "queue_id")
+        return _Changes(
+            replaced=[
+                ("offsets", _offsets_table(state, key_list), touched, key_cols),
+                ("client_offsets", _clients_table(state, state.clients.keys() if keys is None
+                                                  else [k for k in key_list if k in state.clients]),
+                 touched, key_cols),
+                ("queues", _columns(q_rows, _QUEUES_SCHEMA), None if queues is None else _columns(
+                    [(*q,) for q in queues], _key_schema(_QUEUES_SCHEMA, 2)), ("topic", "queue_id")),
+                ("groups", _columns(g_rows, _GROUPS_SCHEMA), None if groups is None else _columns(
+                    [(g,) for g in groups], _key_schema(_GROUPS_SCHEMA, 1)), ("consumer_group",)),
+            ],
+            all_appends=queues is None, new_appends=_new_appends(state, q_iter, held),
+            next_seq=next_seq,
+            held={**held, **{qk: len(state.queues[qk].append_offset)
+                             for qk in q_iter if qk in state.queues}})
+
+    def _commit(self, con: duckdb.DuckDBPyConnection, changes: _Changes) -> None:
+        """`changes` in one transaction on `con`, with the position they reflect."""
         con.execute("BEGIN TRANSACTION")
         try:
-            key_cols = ("consumer_group", "topic", "queue_id")
-            self._replace(con, "offsets", offsets, touched, key_cols)
-            self._replace(con, "client_offsets", clients, touched, key_cols)
-            self._replace(con, "queues", _columns(q_rows, _QUEUES_SCHEMA),
-                          None if queues is None else _columns(
-                              [(*q,) for q in queues], _key_schema(_QUEUES_SCHEMA, 2)),
-                          ("topic", "queue_id"))
-            self._replace(con, "groups", _columns(g_rows, _GROUPS_SCHEMA),
-                          None if groups is None else _columns(
-                              [(g,) for g in groups], _key_schema(_GROUPS_SCHEMA, 1)),
-                          ("consumer_group",))
-            if queues is None:
+            for table, rows, keys, key_cols in changes.replaced:
+                self._replace(con, table, rows, keys, key_cols)
+            if changes.all_appends:
                 con.execute("DELETE FROM appends")
-            if new_appends.num_rows:
-                con.register("_appends", new_appends)
+            if changes.new_appends.num_rows:
+                con.register("_appends", changes.new_appends)
                 con.execute("INSERT INTO appends SELECT * FROM _appends")
                 con.unregister("_appends")
             con.execute("DELETE FROM view_position")
-            con.execute("INSERT INTO view_position VALUES (?)", [next_seq])
+            con.execute("INSERT INTO view_position VALUES (?)", [changes.next_seq])
             con.execute("COMMIT")
         except BaseException:
             self._position = None
             con.execute("ROLLBACK")
             raise
-        self._position = next_seq
-        self._appends_held = {**held, **{qk: len(state.queues[qk].append_offset)
-                                         for qk in q_iter if qk in state.queues}}
-        state.dirty_keys.clear()
-        state.dirty_queues.clear()
-        state.dirty_groups.clear()
+        self._position = changes.next_seq
+        self._appends_held = changes.held
 
     @staticmethod
     def _replace(
@@ -405,7 +485,16 @@ class View:
                 for name in VIEW_TABLES}
 
     def close(self) -> None:
-        self.con.close()
+        """Close the connections (a background flush in flight is waited for first)."""
+        try:
+            if self._in_flight is not None:
+                self._in_flight[1].exception()
+        finally:
+            if self._flusher is not None:
+                self._flusher.shutdown()
+            if self._flusher_con is not None:
+                self._flusher_con.close()
+            self.con.close()
 
 
 def stored_position(path: Path) -> int | None:

@@ -280,8 +280,8 @@ class Writer:
         try:
             if checkpoint:
                 self.checkpoint()
-            if flush:
-                self.flush_view()
+            if flush:  # the DuckDB part on the view's thread: no stall of the next append
+                self.flush_view(background=True)
         except (StorageError, OSError, duckdb.Error) as e:
             logger.warning("derived data not written after a durable append (retried later): %s", e)
         return result.first_seq
@@ -312,13 +312,17 @@ class Writer:
         self.log.write_checkpoint(self.log.next_seq, table.replace_schema_metadata(meta))
         self._seal_without_checkpoint = False
 
-    def flush_view(self) -> None:
+    def flush_view(self, *, background: bool = False) -> None:
         """Write the touched rows and the log position to the view (a reader's own, in memory,
         or the file); only while the state equals the log, so that the view never holds what
-        the log does not."""
+        the log does not. `background`: the rows are taken now, written by the view's thread
+        (the next flush, or a read's, waits for it)."""
         if not self.in_step() or self.unusable is not None:
             return
-        self.view.flush(self.state, self.log.next_seq)
+        if background:
+            self.view.flush_in_background(self.state, self.log.next_seq)
+        else:
+            self.view.flush(self.state, self.log.next_seq)
         self._batches_since_flush = 0
         self._last_flush = time.monotonic()
 

@@ -400,7 +400,7 @@ def test_a_failing_view_flush_does_not_fail_a_durable_append(ledger, monkeypatch
     def broken(*_a, **_k):
         raise duckdb.IOException("disk gone")
 
-    monkeypatch.setattr(ledger.view, "flush", broken)
+    monkeypatch.setattr(ledger.view, "flush_in_background", broken)  # the periodic flush
     monkeypatch.setattr(ledger.writer, "settings", msgspec.structs.replace(ledger.settings,
                                                                     view_flush_batches=1))
     seq = ledger.log.next_seq
