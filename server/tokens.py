@@ -41,6 +41,8 @@ ROLES_OF_OP = {"pull": ("consume",), "commit": ("consume",), "sync": ("sync", "o
 #: The role that may give a command's `ts` beyond the clock skew (ledger Writer.ts_limit_ms).
 BACKFILL = "backfill"
 TOKEN_BYTES = 32
+#: A token's groups when it names none: every group.
+ALL_GROUPS = ("*",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class Token:
     name: str
     sha256: str
     roles: tuple[str, ...]
-    groups: tuple[str, ...] = ("*",)
+    groups: tuple[str, ...] = ALL_GROUPS
 
     def may_group(self, group: str | None) -> bool:
         return group is None or _globs(self.groups).match(group) is not None
@@ -58,10 +60,12 @@ class Token:
     def denies(self, cmd: Command) -> str | None:
         """Why this token may not send `cmd` ("role" or "group"), or None."""
         op = op_of(cmd)
-        by_sync = (op == "group_delete" and "sync" in self.roles
-                   and getattr(cmd, "source", None) is not None)
-        if not any(r in self.roles for r in ROLES_OF_OP[op]) and not by_sync:
+        if op not in _ops_of(self.roles) and not (
+                op == "group_delete" and "sync" in self.roles
+                and getattr(cmd, "source", None) is not None):
             return "role"
+        if self.groups == ALL_GROUPS:
+            return None
         return None if self.may_group(getattr(cmd, "group", None)) else "group"
 
     def may_backfill(self) -> bool:
@@ -71,6 +75,12 @@ class Token:
         """Reads: audit reads everything; consume reads progress and lag of its groups."""
         return "audit" in self.roles or (group is not None and self.may_group(group) and (
             "consume" in self.roles or "sync" in self.roles))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ops_of(roles: tuple[str, ...]) -> frozenset[str]:
+    """The ops some role of `roles` may send (ROLES_OF_OP), once per set of roles."""
+    return frozenset(op for op, allowed in ROLES_OF_OP.items() if set(allowed) & set(roles))
 
 
 @functools.lru_cache(maxsize=1024)
