@@ -47,6 +47,10 @@ def _bound(buckets: dict[float, float], share: float) -> float | None:
     return None
 
 
+def _ms(bound: float | None) -> float | None:
+    return None if bound is None else bound * 1000
+
+
 def delta(before: dict[tuple[str, str], dict[float, float]],
           after: dict[tuple[str, str], dict[float, float]]) -> dict[str, Any]:
     """Per series: count, and the bucket bounds (ms) of p50, p99 and the maximum."""
@@ -55,11 +59,6 @@ def delta(before: dict[tuple[str, str], dict[float, float]],
         base = before.get((name, series), {})
         d = {b: n - base.get(b, 0.0) for b, n in buckets.items()}
         key = name.removeprefix("offset_ledger_") + (f"[{series}]" if series else "")
-        count = d.get(float("inf"), 0.0)
-
-        def ms(bound: float | None) -> float | None:
-            return None if bound is None else bound * 1000
-
-        out[key] = {"count": int(count), "p50_le_ms": ms(_bound(d, 0.5)),
-                    "p99_le_ms": ms(_bound(d, 0.99)), "max_le_ms": ms(_bound(d, 1.0))}
+        out[key] = {"count": int(d.get(float("inf"), 0.0)), "p50_le_ms": _ms(_bound(d, 0.5)),
+                    "p99_le_ms": _ms(_bound(d, 0.99)), "max_le_ms": _ms(_bound(d, 1.0))}
     return out

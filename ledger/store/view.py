@@ -393,16 +393,16 @@ class View:
             return None
         keys, queues, groups = state.dirty_keys, state.dirty_queues, state.dirty_groups
         state.dirty_keys, state.dirty_queues, state.dirty_groups = set(), set(), set()
-        changes = self._changes(state, keys, queues, groups, next_seq)
-        changes.taken = (keys, queues, groups)
-        return changes
+        return self._changes(state, keys, queues, groups, next_seq, taken=(keys, queues, groups))
 
     def _changes(
         self, state: State, keys: set[Key] | None, queues: set[QueueKey] | None,
-        groups: set[str] | None, next_seq: int,
+        groups: set[str] | None, next_seq: int, *,
+        taken: tuple[set[Key], set[QueueKey], set[str]] | None = None,
     ) -> _Changes:
         """What a flush writes, as Arrow: the rows of `keys`, `queues` and `groups` (None: all
-        of them, replacing the tables) and the appends the table lacks."""
+        of them, replacing the tables) and the appends the table lacks. `taken`: the state's dirty
+        sets these were taken out of (given back if the write fails)."""
         key_list = list(state.positions if keys is None else keys)
         touched = None if keys is None else pa.table(key_columns(key_list))
         q_iter = list(state.queues.keys() if queues is None else queues)
@@ -427,7 +427,8 @@ class View:
             all_appends=queues is None, new_appends=_new_appends(state, q_iter, held),
             next_seq=next_seq,
             held={**held, **{qk: len(state.queues[qk].append_offset)
-                             for qk in q_iter if qk in state.queues}})
+                             for qk in q_iter if qk in state.queues}},
+            taken=taken)
 
     def _commit(self, con: duckdb.DuckDBPyConnection, changes: _Changes) -> None:
         """`changes` in one transaction on `con`, with the position they reflect."""
