@@ -268,7 +268,8 @@ def read_segment(
     if decoded is None:
         table = _decode(fs, ref, index, chosen, columns, strings, stats)
     else:
-        table = _decode_kept(fs, ref, index, chosen, columns, strings, stats, decoded)
+        table = _decode_kept(fs, ref, index, chosen, columns, strings, stats, decoded,
+                             tuple(sorted(where or ())))
     # a key's rows of clustered row groups holding nothing else need no filter by it
     unsettled = {name: values for name, values in (where or {}).items()
                  if not index.holds_only(name, values, chosen)}
@@ -295,11 +296,14 @@ def _decode(fs: FileSystem, ref: SegmentRef, index: SegmentIndex, row_groups: li
 
 def _decode_kept(fs: FileSystem, ref: SegmentRef, index: SegmentIndex, row_groups: list[int],
                  columns: list[str], strings: list[str] | None, stats: ReadStats,
-                 decoded: DecodedRowGroups) -> pa.Table:
+                 decoded: DecodedRowGroups, keyed: tuple[str, ...]) -> pa.Table:
     """`_decode` through `decoded`: row groups it holds taken from it, the others decoded in
-    one read and kept."""
+    one read and kept with their strings made plain once (a read then slices them and casts
+    nothing), except the `keyed` columns a read filters by, kept as dictionaries (their
+    condition is tested on the indices)."""
     file_key = (str(ref.path), ref.bytes, ref.base_seq, ref.end_seq)
-    form = (tuple(columns), None if strings is None else tuple(strings))
+    kept_coded = None if strings is None else tuple(c for c in strings if c in keyed)
+    form = (tuple(columns), kept_coded)
     found = {rg: decoded.get((file_key, rg, *form)) for rg in row_groups}
     missing = [rg for rg, table in found.items() if table is None]
     if missing:
@@ -307,7 +311,7 @@ def _decode_kept(fs: FileSystem, ref: SegmentRef, index: SegmentIndex, row_group
         start = 0
         for rg in missing:
             rows = int(index.rows[rg])
-            found[rg] = piece = fresh.slice(start, rows)
+            found[rg] = piece = _plain_strings(fresh.slice(start, rows), keep=kept_coded)
             decoded.put((file_key, rg, *form), piece)
             start += rows
     if not row_groups:
@@ -356,11 +360,14 @@ def _filter_and_order(table: pa.Table, bounds: SeqTsRange, ref: SegmentRef,
     return _plain_strings(table.take(pa.array(rows, pa.int64())))
 
 
-def _plain_strings(table: pa.Table) -> pa.Table:
-    """Dictionary columns (strings read as dictionaries) back to their value type."""
+def _plain_strings(table: pa.Table, keep: Sequence[str] | None = None) -> pa.Table:
+    """Dictionary columns (strings read as dictionaries) back to their value type, but those
+    named in `keep`."""
     for index, field in enumerate(table.schema):
-        if pa.types.is_dictionary(field.type):
-            values = table.column(index).cast(field.type.value_type)
+        if pa.types.is_dictionary(field.type) and not (keep and field.name in keep):
+            values = pa.chunked_array([chunk.dictionary_decode()
+                                       for chunk in table.column(index).chunks],
+                                      field.type.value_type)
             table = table.set_column(index, field.with_type(values.type), values)
     return table
 
