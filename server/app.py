@@ -63,7 +63,7 @@ class App:
         committer = Committer(lambda: Ledger.open(root), loop,
                               batch_commands_max=settings.batch_commands_max,
                               pending_commands_max=settings.pending_commands_max, stats=stats)
-        reads = ReadSide(root)
+        reads = ReadSide(root, loop)
         self.metrics = metrics = Metrics(reads)
         stats.observe = metrics.batch
         stats.refused = metrics.commit_refused

@@ -27,6 +27,7 @@ from ledger import Ledger, LedgerUnusable
 from ledger.commands.command import Command
 from ledger.commands.results import CommitResult, Result
 from ledger.errors import LedgerError
+from server.handoff import Answer, hand_over
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -157,7 +158,7 @@ class Committer:
             results = self.ledger.submit_decoded(commands, actor=actors, denied=denied,
                                                  backfill=backfill)
         except BaseException as e:  # a failed write: nothing of this batch is acknowledged
-            self._answer([(r.waiter, e) for r in batch])
+            hand_over(self._loop, [(r.waiter, None, e) for r in batch])
             if isinstance(e, LedgerUnusable) or self.ledger.writer.unusable is not None:
                 self._reopen()
             if not isinstance(e, Exception):
@@ -169,22 +170,14 @@ class Committer:
             if type(result) is CommitResult and result.reason is not None:
                 self.stats.refused(cmd.group, result.reason)  # type: ignore[union-attr]
         at = 0
-        answers: list[tuple[asyncio.Future[list[Result]], list[Result] | BaseException]] = []
+        answers: list[Answer] = []
         for r in batch:
             mine = results[at:at + len(r.commands)]
             for result in mine:
                 result.line -= at
             at += len(r.commands)
-            answers.append((r.waiter, mine))
-        self._answer(answers)
-
-    def _answer(self, answers: list[tuple[asyncio.Future[list[Result]],
-                                          list[Result] | BaseException]]) -> None:
-        """Hand a batch's answers to the loop in one callback."""
-        try:
-            self._loop.call_soon_threadsafe(_deliver, answers)
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            logger.warning("%d answer(s) after the event loop closed", len(answers))
+            answers.append((r.waiter, mine, None))
+        hand_over(self._loop, answers)  # one wake-up of the loop for the whole batch
 
     def _reopen(self) -> None:
         """After a failed write the state may be ahead of the log: start again from disk."""
@@ -195,15 +188,3 @@ class Committer:
             logger.exception("closing the failed ledger")
         self.ledger = self._open()
 
-
-def _deliver(answers: list[tuple[asyncio.Future[list[Result]],
-                                 list[Result] | BaseException]]) -> None:
-    """On the loop: each waiter gets its results (or the batch's error); one whose request was
-    cancelled (its client left) is passed over, its commands durable all the same."""
-    for waiter, answer in answers:
-        if waiter.done():
-            continue
-        if isinstance(answer, BaseException):
-            waiter.set_exception(answer)
-        else:
-            waiter.set_result(answer)

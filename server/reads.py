@@ -3,6 +3,12 @@
 has made durable since the last read (`Ledger.catch_up`). Reads wait only for each other, and
 see exactly what was acknowledged before they started, never a batch in flight.
 
+Routes' reads run on one reader thread (`run`): it takes every read queued, catches up once,
+and answers them in turn, each answer handed to the loop (`server.handoff`) as it is ready.
+The follower serializes reads anyway; a thread pool per read only added `concurrent.futures`'
+hop, a context copy and a lock convoy (`GET /healthz` at 16 connections: 3,800 -> 14,500
+req/s). SQL preparation and the metrics take the same lock from their own threads.
+
 SQL waits for no one and no one waits for it: its sandbox is prepared under the read lock
 (copies of the view's tables, the list of segments), then the query runs outside it, under
 its time limit, and is interrupted when its client leaves or the server stops.
@@ -10,30 +16,95 @@ its time limit, and is interrupted when its client leaves or the server stops.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from ledger import Ledger, QueryStopped
 from ledger.reads.sandbox import SqlQuery
+from server.committer import Stopping
+from server.handoff import Answer, hand_over
+
+T = TypeVar("T")
+_Read = tuple[Callable[[Ledger], Any], asyncio.Future[Any]]
 
 
 class ReadSide:
-    """The follower and the lock that serializes reads on it; the SQL queries running."""
+    """The follower, the lock that serializes reads on it and the reader thread that runs the
+    routes' reads; the SQL queries running."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
         self._ledger = Ledger.open(root, readonly=True)
         self._lock = threading.Lock()
         self._running: set[SqlQuery] = set()
         self._running_lock = threading.Lock()
         self._stopping = False
+        self._loop = loop
+        self._closed = False
+        self._reads: queue.SimpleQueue[_Read | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="ledger-reader", daemon=True)
+        self._thread.start()
+
+    def run(self, fn: Callable[[Ledger], T]) -> asyncio.Future[T]:
+        """`fn(follower)` on the reader thread (called on the loop), the follower caught up
+        with the log as it is when the read is taken: the future gives what it returns or
+        raises."""
+        waiter: asyncio.Future[T] = self._loop.create_future()
+        if self._closed:
+            waiter.set_exception(Stopping("the server is shutting down"))
+        else:
+            self._reads.put((fn, waiter))
+        return waiter
+
+    def _serve(self) -> None:
+        """The reader thread: every read queued, after one catch-up, until `close`."""
+        while (first := self._reads.get()) is not None:
+            batch, stop = [first], False
+            while True:
+                try:
+                    read = self._reads.get_nowait()
+                except queue.Empty:
+                    break
+                if read is None:
+                    stop = True
+                    break
+                batch.append(read)
+            self._answer(batch)
+            if stop:
+                return
+
+    def _answer(self, batch: list[_Read]) -> None:
+        """One catch-up for the batch, then each read in turn, its answer handed to the loop
+        before the next read starts (a read ready early is never held behind a slow one)."""
+        with self._lock:
+            try:
+                self._ledger.catch_up()
+            except BaseException as e:  # every waiter gets it
+                hand_over(self._loop, [(waiter, None, e) for _, waiter in batch])
+                if not isinstance(e, Exception):
+                    raise
+                return
+            for fn, waiter in batch:
+                if waiter.done():  # its client left (a hint: checked again on the loop)
+                    continue
+                try:
+                    answer: Answer = (waiter, fn(self._ledger), None)
+                except BaseException as e:  # handed to the request
+                    hand_over(self._loop, [(waiter, None, e)])
+                    if not isinstance(e, Exception):
+                        raise
+                    continue
+                hand_over(self._loop, [answer])
 
     @contextlib.contextmanager
     def ledger(self) -> Iterator[Ledger]:
-        """The follower, caught up with the log as it is now."""
+        """The follower, caught up with the log as it is now (for callers on other threads)."""
         with self._lock:
             self._ledger.catch_up()
             yield self._ledger
@@ -66,5 +137,8 @@ class ReadSide:
 
     def close(self) -> None:
         self.interrupt_all("the server is shutting down")
+        self._closed = True
+        self._reads.put(None)
+        self._thread.join()
         with self._lock:
             self._ledger.close()

@@ -36,7 +36,7 @@ from ledger.commands.results import CommitResult, ResetResult, Result, result_do
 from ledger.reads.documents import (
     encode_json,
     groups_doc,
-    history_doc,
+    history_events,
     lag_summary_doc,
     progress_doc,
     state_doc,
@@ -131,12 +131,16 @@ class Api:
             raise HttpError(503, f"the write failed and the ledger is reopening: {e}") from None
 
     async def read(self, fn: Callable[[Any], Any]) -> Any:
-        """`fn(follower)` on a thread: the follower caught up with the durable log."""
-        def run() -> Any:
-            with self.reads.ledger() as led:
-                return fn(led)
+        """`fn(follower)` on the reader thread: the follower caught up with the durable log."""
+        try:
+            return await self.reads.run(fn)
+        except Stopping as e:
+            raise HttpError(503, str(e)) from None
 
-        return await asyncio.to_thread(run)
+    async def read_json(self, fn: Callable[[Any], Any]) -> Answer:
+        """`read`, the answer's document encoded on the reader thread too (a large one would
+        otherwise hold the event loop while every other request waits)."""
+        return 200, await self.read(lambda led: encode_json(fn(led)))
 
     def may(self, ok: bool, token: Token, what: str) -> None:
         if not ok:
@@ -257,19 +261,19 @@ async def reset(api: Api, req: Request) -> Answer:
 # ---------------------------------------------------------------------- reads
 async def queues(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read() or "produce" in req.token.roles, req.token, "list queues")
-    return _json(200, await api.read(lambda led: led.queues(req.query.get("topic"))))
+    return await api.read_json(lambda led: led.queues(req.query.get("topic")))
 
 
 async def groups(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read(), req.token, "list groups")
-    return _json(200, await api.read(lambda led: groups_doc(led.groups())))
+    return await api.read_json(lambda led: groups_doc(led.groups()))
 
 
 async def progress(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
-    return _json(200, await api.read(
-        lambda led: progress_doc(led.progress(group, req.query.get("topic")))))
+    return await api.read_json(
+        lambda led: progress_doc(led.progress(group, req.query.get("topic"))))
 
 
 async def generations(api: Api, req: Request) -> Answer:
@@ -292,10 +296,13 @@ async def lag(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
     window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
-    [doc] = await api.read(lambda led: led.lag(group=group, topic=req.query.get("topic"),
-                                               at_ms=req.query.get("at"), window=window,
-                                               allowed_lag=allowed))
-    return _json(200, doc)
+
+    def answer(led: Any) -> dict[str, Any]:
+        [doc] = led.lag(group=group, topic=req.query.get("topic"), at_ms=req.query.get("at"),
+                        window=window, allowed_lag=allowed)
+        return doc
+
+    return await api.read_json(answer)
 
 
 async def lag_all(api: Api, req: Request) -> Answer:
@@ -309,7 +316,7 @@ async def lag_all(api: Api, req: Request) -> Answer:
                       allowed_lag=allowed)
         return doc if whole else lag_summary_doc(doc)
 
-    return _json(200, await api.read(answer))
+    return await api.read_json(answer)
 
 
 async def lag_series(api: Api, req: Request) -> Answer:
@@ -323,9 +330,9 @@ async def lag_series(api: Api, req: Request) -> Answer:
         raise HttpError(400, "a lag series needs since, until (times) and every (a duration: "
                              "ISO-8601 or ms)")
     step: int | str = int(every) if every.isdigit() else every
-    return _json(200, await api.read(lambda led: led.lag_series(
+    return await api.read_json(lambda led: led.lag_series(
         since_ms=since, until_ms=until, every_ms=step, group=group,
-        topic=req.query.get("topic"))))
+        topic=req.query.get("topic")))
 
 
 async def whoami(api: Api, req: Request) -> Answer:
@@ -340,10 +347,10 @@ async def history(api: Api, req: Request) -> Answer:
     q = req.query
     queue_id, limit = _int(req, "queue_id"), _int(req, "limit")
     queue_events = _bool(req, "queue_events", True)
-    return _json(200, await api.read(lambda led: history_doc(led.history(
+    return await api.read_json(lambda led: history_events(led.history(
         group=q.get("group"), topic=q.get("topic"), queue_id=queue_id, kind=q.get("kind"),
         since_ms=q.get("since"), until_ms=q.get("until"), limit=limit,
-        queue_events=queue_events))))
+        queue_events=queue_events)))
 
 
 async def state(api: Api, req: Request) -> Answer:
@@ -351,8 +358,8 @@ async def state(api: Api, req: Request) -> Answer:
     at = req.query.get("at")
     if at is None:
         raise HttpError(400, "state needs at (a time: ISO-8601, epoch ms or now)")
-    return _json(200, await api.read(
-        lambda led: state_doc(led.state_at(ts=at, group=req.query.get("group")))))
+    return await api.read_json(
+        lambda led: state_doc(led.state_at(ts=at, group=req.query.get("group"))))
 
 
 async def lookup(api: Api, req: Request) -> Answer:
@@ -360,7 +367,7 @@ async def lookup(api: Api, req: Request) -> Answer:
     topic, when = req.query.get("topic"), req.query.get("datetime")
     if topic is None or when is None:
         raise HttpError(400, "lookup needs topic and datetime")
-    return _json(200, await api.read(lambda led: led.offsets_for_time(topic, when)))
+    return await api.read_json(lambda led: led.offsets_for_time(topic, when))
 
 
 class SqlBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -403,11 +410,11 @@ def arrow_stream(table: pa.Table) -> bytes:
 async def export(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
-    return _json(200, await api.read(lambda led: led.export_rows(group)))
+    return await api.read_json(lambda led: led.export_rows(group))
 
 
 async def healthz(api: Api, req: Request) -> Answer:
-    return _json(200, await api.read(lambda led: {"ok": True, "next_seq": led.log.next_seq}))
+    return await api.read_json(lambda led: {"ok": True, "next_seq": led.log.next_seq})
 
 
 def error_status(e: BaseException) -> int:
