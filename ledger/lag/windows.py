@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger.fold.state import Key, State
-from ledger.reads.state_at import register_checkpoint
+from ledger.reads.keyed_state import broadcast_mode
+from ledger.reads.state_at import checkpoint_rows, group_events, register_checkpoint
 from ledger.reads.state_at import source as state_at_source
 from ledger.reads.timeline import EMPTY_CHECKPOINT, quote
 from ledger.store.checkpoint import CHECKPOINT_SCHEMA, table_to_state
@@ -42,6 +43,7 @@ from storage import SegmentedLog
 
 ENTRY_KINDS = ("commit", "sync")
 START_KINDS = ("reset", "delete", "expire", "initial")
+_ENTRY_AND_START = pa.array(ENTRY_KINDS + START_KINDS, pa.string())
 
 # The clustering groups' entry and window-start events of a range, in log order.
 EVENTS_SQL = """
@@ -122,34 +124,116 @@ class _Reading:
 
 class _Range:
     """One range of the log, [lo, hi), with the checkpoint at lo (`checkpoint` false: seq 0,
-    the empty state)."""
+    the empty state). For a few groups (`groups`) their events are found by the log's read
+    index and the checkpoint's key rows are the reader's, kept, both as Arrow tables: the
+    questions of clustering groups are answered from them without DuckDB (three queries' fixed
+    cost was most of a group's lag); DuckDB opens only for what needs it."""
 
     def __init__(self, writer: Writer, lo: int, hi: int, checkpoint: bool,
                  groups: Sequence[str] | None) -> None:
         self.lo, self.hi = lo, hi
-        # a few groups' events are found by the log's read index (their row groups only), the
-        # checkpoint's key rows are the reader's, kept
-        self.con, self.source = state_at_source(writer, lo, hi, groups)
-        self.checkpoint = (register_checkpoint(self.con, writer, lo, groups) if checkpoint
-                           else EMPTY_CHECKPOINT)
+        self._writer, self._checkpoint, self._groups = writer, checkpoint, groups
+        self.events = None if groups is None else group_events(writer.log, lo, hi, groups)
+        self.checkpoint_rows = (checkpoint_rows(writer, lo, groups)
+                                if checkpoint and groups is not None else None)
+        self._duck: tuple[Any, str, str] | None = None
+
+    def _duckdb(self) -> tuple[Any, str, str]:
+        """A cursor with the range's events and checkpoint rows: (con, source, checkpoint)."""
+        if self._duck is None:
+            con, source = state_at_source(self._writer, self.lo, self.hi, self._groups,
+                                          self.events)
+            try:
+                checkpoint = (register_checkpoint(con, self._writer, self.lo, self._groups)
+                              if self._checkpoint else EMPTY_CHECKPOINT)
+            except BaseException:
+                con.close()
+                raise
+            self._duck = (con, source, checkpoint)
+        return self._duck
 
     def table(self, sql: str, groups: Sequence[str] | None, **values: Any) -> pa.Table:
+        con, source, checkpoint = self._duckdb()
         cond = "" if groups is None else f"AND consumer_group IN ({_names(groups)})"
-        return arrow_result(self.con.execute(sql.format(
-            source=self.source, checkpoint=self.checkpoint, seq_from=self.lo, seq_to=self.hi,
+        return arrow_result(con.execute(sql.format(
+            source=source, checkpoint=checkpoint, seq_from=self.lo, seq_to=self.hi,
             group_cond=cond, **values)))
 
     def fetch(self, sql: str, groups: Sequence[str] | None, **values: Any) -> dict[str, list]:
         return self.table(sql, groups, **values).to_pydict()
 
+    def broadcast(self, groups: Sequence[str] | None) -> tuple[set[str], set[str]]:
+        """Groups in broadcast mode somewhere in the range, and those of them at the
+        checkpoint (BROADCAST_SQL)."""
+        if self.events is not None:
+            configs = self.events.filter(pc.equal(self.events.column("kind"), "group_config"))
+            in_range = _broadcast_details(configs)
+            rows = self.checkpoint_rows
+            at_start = (set() if rows is None else
+                        _broadcast_details(rows.filter(pc.equal(rows.column("row"), "group"))))
+            if in_range is not None and at_start is not None:
+                return in_range | at_start, at_start
+        modes = self.fetch(BROADCAST_SQL, groups)
+        return set(modes["consumer_group"]), {
+            g for g, first in zip(modes["consumer_group"], modes["at_start"], strict=True)
+            if first}
+
+    def entries(self, groups: Sequence[str] | None) -> pa.Table:
+        """The range's entry and window-start events, in log order (EVENTS_SQL)."""
+        if self.events is None:
+            return self.table(EVENTS_SQL, groups)
+        events = self.events
+        keep = pc.and_(pc.is_valid(events.column("topic")),
+                       pc.is_in(events.column("kind"), value_set=_ENTRY_AND_START))
+        return events.filter(keep).select(
+            ["consumer_group", "topic", "queue_id", "ts", "kind", "offset"])
+
+    def holders(self, groups: Sequence[str], at_start: set[str]) -> set[Key]:
+        """Keys of `groups` with an offset at the checkpoint (HOLDERS_SQL)."""
+        if self.events is None:
+            found = self.fetch(HOLDERS_SQL, groups, broadcast=_names(sorted(at_start)))
+            return set(zip(found["consumer_group"], found["topic"], found["queue_id"],
+                           strict=True))
+        rows = self.checkpoint_rows
+        if rows is None:
+            return set()
+        kind = rows.column("row")
+        keep = pc.and_(pc.is_valid(rows.column("committed")),
+                       pc.is_in(rows.column("consumer_group"),
+                                value_set=pa.array(list(groups), pa.string())))
+        own = pc.equal(kind, "position")
+        if at_start:
+            own = pc.or_(own, pc.and_(pc.equal(kind, "client"), pc.is_in(
+                rows.column("consumer_group"), value_set=pa.array(sorted(at_start),
+                                                                   pa.string()))))
+        found = rows.filter(pc.and_(keep, own))
+        return set(zip(found.column("consumer_group").to_pylist(),
+                       found.column("topic").to_pylist(),
+                       found.column("queue_id").to_pylist(), strict=True))
+
     def state(self, groups: Sequence[str]) -> State:
         """The state at lo of `groups` (settings, positions, clients)."""
-        if self.checkpoint == EMPTY_CHECKPOINT:
+        if not self._checkpoint:
             return State()
         return table_to_state(self.table(CHECKPOINT_ROWS_SQL, groups).cast(CHECKPOINT_SCHEMA))
 
     def close(self) -> None:
-        self.con.close()
+        if self._duck is not None:
+            self._duck[0].close()
+
+
+def _broadcast_details(rows: pa.Table) -> set[str] | None:
+    """Groups of `rows` (group_config events or checkpoint group rows) whose detail sets
+    broadcast mode; None when a detail cannot be read here (DuckDB decides)."""
+    found = set()
+    for group, detail in zip(rows.column("consumer_group").to_pylist(),
+                             rows.column("detail").to_pylist(), strict=True):
+        mode = broadcast_mode(detail)
+        if mode is None:
+            return None
+        if mode:
+            found.add(group)
+    return found
 
 
 def _names(groups: Iterable[str]) -> str:
@@ -196,21 +280,15 @@ def _range_starts(log: SegmentedLog, seq_to: int) -> list[int]:
 
 
 def _read_range(part: _Range, reading: _Reading, groups: list[str] | None) -> None:
-    modes = part.fetch(BROADCAST_SQL, groups)
-    folded = set(modes["consumer_group"])
-    at_start = {g for g, first in zip(modes["consumer_group"], modes["at_start"], strict=True)
-                if first}
+    folded, at_start = part.broadcast(groups)
     todo = reading.todo
-    for key, ts, offsets, started in _cut(part.table(EVENTS_SQL, groups), reading.window):
+    for key, ts, offsets, started in _cut(part.entries(groups), reading.window):
         if key in todo and key[0] not in folded:
             reading.prepend(key, ts, offsets, started)
     if folded & {k[0] for k in todo}:
         _fold_range(part, reading, sorted(folded))
     if todo:  # keys the checkpoint shows without an offset began their life in the range
-        holders = part.fetch(HOLDERS_SQL, sorted({k[0] for k in todo}),
-                             broadcast=_names(sorted(at_start)))
-        have = set(zip(holders["consumer_group"], holders["topic"], holders["queue_id"],
-                       strict=True))
+        have = part.holders(sorted({k[0] for k in todo}), at_start)
         for key in [k for k in todo if k not in have]:
             reading.prepend(key, [], [], True)
 

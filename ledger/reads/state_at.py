@@ -1,6 +1,6 @@
 """Committed offsets as of a ledger time or a log position: the newest checkpoint at or before
-it plus the log, in DuckDB (`timeline.state_at_table`). Reads only the log and the checkpoints:
-the view is not flushed for it.
+it plus the log, in DuckDB (`timeline.state_at_table`), or for one group that clusters in Arrow
+(`keyed_state`). Reads only the log and the checkpoints: the view is not flushed for it.
 
 Ledger time never goes backwards along the log, so "events at or before T" is a seq prefix:
 its end is found from the Parquet footers' ts statistics (one row group read), not a scan.
@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from ledger.errors import HistoryUnavailable, InvalidInput
 from ledger.limits import check_offset
+from ledger.reads.keyed_state import keyed_state
 from ledger.reads.timeline import (
     KEYED_EVENTS,
     STATE_AT_CHECKPOINT,
@@ -75,14 +76,23 @@ def state_at(writer: Writer, *, ts: int | None = None, seq: int | None = None,
         raise InvalidInput("state_at needs exactly one of ts or seq")
     writer.settle()
     point = resolve_point(writer.log, ts=ts, seq=seq)
-    con, events = source(writer, point.checkpoint, point.seq_to,
-                         None if group is None else [group])
+    if group is not None:
+        # one group: its events found by the read index, its checkpoint rows kept by the
+        # reader; folded in Arrow unless it is or may be at broadcast
+        events = group_events(writer.log, point.checkpoint, point.seq_to, [group])
+        rows = (checkpoint_rows(writer, point.checkpoint, [group])
+                if point.checkpoint_path is not None else None)
+        found = keyed_state(group, events, rows)
+        if found is not None:
+            return found
+    con, source_sql = source(writer, point.checkpoint, point.seq_to,
+                             None if group is None else [group])
     try:
         checkpoint = None
         if point.checkpoint_path is not None:
             checkpoint = register_checkpoint(con, writer, point.checkpoint,
                                              None if group is None else [group])
-        return state_at_table(con, events, checkpoint, point.checkpoint,
+        return state_at_table(con, source_sql, checkpoint, point.checkpoint,
                               point.seq_to, point.at_ts, group)
     finally:
         con.close()
@@ -135,18 +145,18 @@ def checkpoint_last_ts(log: SegmentedLog, seq: int) -> int | None:
     return int(raw) if raw is not None else None
 
 
-def source(writer: Writer, seq_from: int, seq_to: int, groups: Sequence[str] | None = None
-           ) -> tuple[duckdb.DuckDBPyConnection, str]:
+def source(writer: Writer, seq_from: int, seq_to: int, groups: Sequence[str] | None = None,
+           events: pa.Table | None = None) -> tuple[duckdb.DuckDBPyConnection, str]:
     """A cursor of the view's database of its own and a SELECT over the events [seq_from,
     seq_to): with `groups`, only theirs, found by the log's read index (the row groups of
-    those groups in each segment, the tail's rows of them in memory) and registered there;
-    without, every sealed segment's Parquet file and the tail (registered when it holds
-    events of the range)."""
+    those groups in each segment, the tail's rows of them in memory: `events` when the caller
+    read them already) and registered there; without, every sealed segment's Parquet file and
+    the tail (registered when it holds events of the range)."""
     log = writer.log
     con = writer.view.con.cursor()
     if groups is not None:
-        rows = log.read(seq_gte=seq_from, seq_lt=seq_to, where={"consumer_group": list(groups)})
-        con.register(KEYED_EVENTS, rows)
+        con.register(KEYED_EVENTS, events if events is not None
+                     else group_events(log, seq_from, seq_to, groups))
         return con, f"SELECT * FROM {KEYED_EVENTS}"
     tail = log.tail()  # the active segment (state_at listed any running seal first)
     log.segment_paths()  # each sealed file's crc32c, once per process (DuckDB reads)
@@ -160,15 +170,27 @@ def source(writer: Writer, seq_from: int, seq_to: int, groups: Sequence[str] | N
     return con, segments_source(paths, tail_name)
 
 
-def register_checkpoint(con: duckdb.DuckDBPyConnection, writer: Writer, seq: int,
-                        groups: Sequence[str] | None) -> str:
+def group_events(log: SegmentedLog, seq_from: int, seq_to: int, groups: Sequence[str]
+                 ) -> pa.Table:
+    """The events [seq_from, seq_to) of `groups`, in seq order, found by the log's read index
+    (their row groups in each segment, the tail's rows of them in memory)."""
+    return log.read(seq_gte=seq_from, seq_lt=seq_to, where={"consumer_group": list(groups)})
+
+
+def checkpoint_rows(writer: Writer, seq: int, groups: Sequence[str] | None) -> pa.Table:
     """The key rows of the checkpoint at `seq` (of `groups` only, when given), kept by the
-    reader, registered on `con` for one query; the relation's name."""
+    reader."""
     rows = writer.checkpoint_keys(seq)
     if groups is not None:
         rows = rows.filter(pc.is_in(rows.column("consumer_group"),
                                     value_set=pa.array(list(groups), pa.string())))
-    con.register(STATE_AT_CHECKPOINT, rows)
+    return rows
+
+
+def register_checkpoint(con: duckdb.DuckDBPyConnection, writer: Writer, seq: int,
+                        groups: Sequence[str] | None) -> str:
+    """`checkpoint_rows` registered on `con` for one query; the relation's name."""
+    con.register(STATE_AT_CHECKPOINT, checkpoint_rows(writer, seq, groups))
     return STATE_AT_CHECKPOINT
 
 

@@ -19,7 +19,7 @@ import ledger.reads.state_at as state_at_mod
 import ledger.reads.timeline as timeline
 import ledger.store.writer as writer_mod
 from ledger import Ledger
-from ledger.reads.timeline import state_at_sql
+from ledger.reads.timeline import STATE_AT_SCHEMA, state_at_sql
 from ledger.store.view import arrow_result, segments_source
 from tests.support.clock import T0, FakeClock
 from tests.support.faults import NoSyncFS
@@ -86,12 +86,12 @@ def test_state_at_equals_the_full_query(tmp_path_factory, monkeypatch, lines, se
             assert [tuple(r.values()) for r in got.to_pylist()] == model.state_at(t), t
         for s in range(0, led.log.next_seq + 2, 3):
             assert led.state_at(seq=s).to_pylist() == full_query(led, seq=s).to_pylist(), s
-        for g in GROUPS:
-            t = times[len(times) // 2]
-            assert (led.state_at(ts=t, group=g).to_pylist()
-                    == full_query(led, ts=t, group=g).to_pylist())
-            assert [tuple(r.values()) for r in led.state_at(ts=t, group=g).to_pylist()] == \
-                model.state_at(t, g)
+        for g in GROUPS:  # one group: in Arrow while it clusters (keyed_state), else DuckDB
+            for t in [times[len(times) // 2], *points[::3]]:
+                got = led.state_at(ts=t, group=g)
+                assert got.schema == STATE_AT_SCHEMA
+                assert got.to_pylist() == full_query(led, ts=t, group=g).to_pylist(), (g, t)
+                assert [tuple(r.values()) for r in got.to_pylist()] == model.state_at(t, g)
         # the maybe-broadcast groups through STATE_AT_SQL over their fetched rows
         monkeypatch.setattr(timeline, "BROADCAST_PYTHON_ROWS_MAX", 0)
         for t in points[::3]:
@@ -191,3 +191,32 @@ def test_first_seq_after_and_ts_before_at_row_group_boundaries(
             assert state_at_mod.first_seq_after(led.log, t) == brute_first_seq_after(led, t), t
         for seq in range(1, led.log.next_seq + 1):
             assert state_at_mod.ts_before(led.log, seq) == ts[seq - 1], seq
+
+
+def test_one_clustering_group_is_answered_without_duckdb_and_a_broadcast_one_with_it(
+        tmp_path, monkeypatch):
+    """`keyed_state` answers a clustering group's state (checkpoint rows and events after
+    them); a group at broadcast goes to DuckDB."""
+    with Ledger.open(tmp_path, clock=FakeClock(), checkpoint_interval_events=4) as led:
+        led.group_set("b", mode="broadcast")
+        for i, (group, topic, queue, offset) in enumerate(
+                [("a", "t", 0, 5), ("a", "t", 1, 7), ("b", "t", 0, 3), ("a", "u", 0, 2),
+                 ("a", "t", 0, 9), ("b", "t", 0, 4), ("a", "t", 1, 8)]):
+            led.commit(group, topic, queue, offset, client=f"c{i % 2}")
+        at = led.now_ms()
+        calls = []
+        real = state_at_mod.state_at_table
+
+        def counted(*args, **kwargs):
+            calls.append(args[-1])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(state_at_mod, "state_at_table", counted)
+        got = led.state_at(ts=at, group="a").to_pylist()
+        assert calls == []
+        assert [(r["topic"], r["queue_id"], r["committed_offset"]) for r in got] == \
+            [("t", 0, 9), ("t", 1, 8), ("u", 0, 2)]
+        assert led.log.checkpoints()  # the answer took the checkpoint's rows too
+        assert led.state_at(ts=at, group="b").to_pylist() == \
+            full_query(led, ts=at, group="b").to_pylist()
+        assert calls == ["b"]
