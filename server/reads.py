@@ -85,21 +85,16 @@ class ReadSide:
         with self._lock:
             try:
                 self._ledger.catch_up()
-            except BaseException as e:  # every waiter gets it
-                hand_over(self._loop, [(waiter, None, e) for _, waiter in batch])
-                if not isinstance(e, Exception):
-                    raise
+            except BaseException as e:  # every waiter gets it; the thread goes on
+                hand_over(self._loop, [(waiter, None, _answerable(e)) for _, waiter in batch])
                 return
             for fn, waiter in batch:
                 if waiter.done():  # its client left (a hint: checked again on the loop)
                     continue
                 try:
                     answer: Answer = (waiter, fn(self._ledger), None)
-                except BaseException as e:  # handed to the request
-                    hand_over(self._loop, [(waiter, None, e)])
-                    if not isinstance(e, Exception):
-                        raise
-                    continue
+                except BaseException as e:  # handed to the request; the thread goes on
+                    answer = (waiter, None, _answerable(e))
                 hand_over(self._loop, [answer])
 
     @contextlib.contextmanager
@@ -142,3 +137,10 @@ class ReadSide:
         self._thread.join()
         with self._lock:
             self._ledger.close()
+
+
+def _answerable(e: BaseException) -> Exception:
+    """What a request gets for a failed read: the error itself, or for an exit or interrupt
+    raised inside a read (which must neither stop the reader thread, leaving every later read
+    waiting, nor reach the event loop as one) an error naming it."""
+    return e if isinstance(e, Exception) else RuntimeError(f"the read was stopped: {e!r}")

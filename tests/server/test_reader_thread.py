@@ -6,6 +6,7 @@ left is passed over."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from pathlib import Path
@@ -44,8 +45,11 @@ def test_reads_queued_together_each_get_their_answer_or_error(tmp_path: Path) ->
             queued = [reads.run(lambda led, q=q: (q, led.committed("g", "t", 0)))
                       for q in range(5)]
             bad = reads.run(lambda led: led.history(since_ms="not a time"))
+            stopped = reads.run(lambda led: sys.exit(3))  # the reader thread must go on
+            after = reads.run(lambda led: led.log.next_seq)
             gate.set()
-            answers = await asyncio.gather(first, *queued, bad, return_exceptions=True)
+            answers = await asyncio.gather(first, *queued, bad, stopped, after,
+                                           return_exceptions=True)
         finally:
             await asyncio.to_thread(reads.close)
         return answers
@@ -54,7 +58,9 @@ def test_reads_queued_together_each_get_their_answer_or_error(tmp_path: Path) ->
     assert answers[0] == 1
     assert answers[1:6] == [(q, 1) for q in range(5)]
     assert isinstance(answers[6], Exception) and "not a time" in str(answers[6])
-    assert len(catch_ups) == 2  # the first read's, then one for the seven queued behind it
+    assert isinstance(answers[7], RuntimeError) and "SystemExit(3)" in str(answers[7])
+    assert answers[8] == 1
+    assert len(catch_ups) == 2  # the first read's, then one for the nine queued behind it
 
 
 def test_a_read_sees_what_was_acknowledged_before_it(tmp_path: Path) -> None:
