@@ -55,7 +55,8 @@ class Token:
     groups: tuple[str, ...] = ALL_GROUPS
 
     def may_group(self, group: str | None) -> bool:
-        return group is None or _globs(self.groups).match(group) is not None
+        return (group is None or self.groups == ALL_GROUPS
+                or _globs(self.groups).match(group) is not None)
 
     def denies(self, cmd: Command) -> str | None:
         """Why this token may not send `cmd` ("role" or "group"), or None."""
@@ -64,8 +65,6 @@ class Token:
                 op == "group_delete" and "sync" in self.roles
                 and getattr(cmd, "source", None) is not None):
             return "role"
-        if self.groups == ALL_GROUPS:
-            return None
         return None if self.may_group(getattr(cmd, "group", None)) else "group"
 
     def may_backfill(self) -> bool:

@@ -76,9 +76,11 @@ def state_at(writer: Writer, *, ts: int | None = None, seq: int | None = None,
         raise InvalidInput("state_at needs exactly one of ts or seq")
     writer.settle()
     point = resolve_point(writer.log, ts=ts, seq=seq)
+    events = None
     if group is not None:
         # one group: its events found by the read index, its checkpoint rows kept by the
-        # reader; folded in Arrow unless it is or may be at broadcast
+        # reader; folded in Arrow unless it is or may be at broadcast (then in DuckDB, over
+        # the same events)
         events = group_events(writer.log, point.checkpoint, point.seq_to, [group])
         rows = (checkpoint_rows(writer, point.checkpoint, [group])
                 if point.checkpoint_path is not None else None)
@@ -86,7 +88,7 @@ def state_at(writer: Writer, *, ts: int | None = None, seq: int | None = None,
         if found is not None:
             return found
     con, source_sql = source(writer, point.checkpoint, point.seq_to,
-                             None if group is None else [group])
+                             None if group is None else [group], events)
     try:
         checkpoint = None
         if point.checkpoint_path is not None:
