@@ -27,6 +27,18 @@ def _committed(server: Server, group: str) -> dict[int, int | None]:
         return {r.queue_id: r.committed_offset for r in c.generations(group)}
 
 
+def _uncommitted(server: Server, group: str, client: str, processed: list[tuple[Any, ...]]
+                 ) -> set[tuple[int, int]]:
+    """(partition, offset) of the `processed` messages past what the ledger took from `client`
+    (its own log may lag behind the ledger)."""
+    with server.client() as c:
+        committed: dict[int, int] = {}
+        for e in c.history(group=group, kind="commit"):
+            if e["client_id"] == client:
+                committed[e["queue_id"]] = max(committed.get(e["queue_id"], 0), e["offset"])
+    return {(p, o) for p, o, _, _ in processed if o >= committed.get(p, 0)}
+
+
 def _owners(server: Server, group: str) -> dict[int, str | None]:
     with server.client() as c:
         return {r.queue_id: r.last_client for r in c.generations(group)}
@@ -48,15 +60,20 @@ def test_a_consumer_killed_mid_batch_loses_nothing_its_partitions_are_replayed_b
     a.wait(lambda w: len(w.processed()) >= 200, 60, "consuming")
     b = workers("kill-b", group, filled.topic, delay_ms=0.2, commit_every=100)
     b.wait(lambda w: len(w.processed()) >= 200, 60, "consuming after the rebalance")
-    a.wait(lambda w: len(w.processed()) % 100 not in (0, 99), 30, "a point mid-batch")
+    # Killed mid-batch: a is frozen (SIGSTOP) at a count inside a batch and killed only if the
+    # ledger then shows messages it processed and did not commit; else it goes on and is
+    # frozen again later (under load it can reach its next commit, or an idle one, between
+    # the count seen and the signal).
+    for _ in range(20):
+        a.wait(lambda w: len(w.processed()) % 100 not in (0, 99), 30, "a point mid-batch")
+        a.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.2)  # a commit sent before the stop lands
+        if _uncommitted(module_server, group, "kill-a", a.processed()):
+            break
+        a.proc.send_signal(signal.SIGCONT)
     a.kill()  # SIGKILL: no revoke, no last commit
     processed_by_a = a.processed()
-    with module_server.client() as c:  # what the ledger took from a (its own log may lag)
-        a_committed: dict[int, int] = {}
-        for e in c.history(group=group, kind="commit"):
-            if e["client_id"] == "kill-a":
-                a_committed[e["queue_id"]] = max(a_committed.get(e["queue_id"], 0), e["offset"])
-    uncommitted = {(p, o) for p, o, _, _ in processed_by_a if o >= a_committed.get(p, 0)}
+    uncommitted = _uncommitted(module_server, group, "kill-a", processed_by_a)
     assert uncommitted, "killed right after a commit: not mid-batch"
 
     wait_for(lambda: _committed(module_server, group) == {p: 2500 for p in range(8)}, 90,
