@@ -79,6 +79,9 @@ def sharded_ledgers(
         def send(cmd: dict, on: Sequence[Ledger]) -> None:
             for led in on:
                 list(led.apply([cmd]))
+                # the seal in the background lists its segment when done: waiting for it
+                # makes the segments a function of the seed, not of the machine's speed
+                led.log.settle()
 
         for i, name in enumerate(names):
             mode = {"mode": "broadcast", "client_timeout": "PT30S"} if i % 6 == 0 else {}

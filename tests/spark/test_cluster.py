@@ -61,6 +61,7 @@ def cluster_run(spark_cluster, tmp_path_factory) -> dict[str, Any]:
     for root in roots:
         with Ledger.open(root, readonly=True) as led:
             segments.append(len(led.log.segments()))
+    assert min(segments) >= 2, segments  # every shard has segments to merge
     before = {"state_at": duckdb_state(roots, at), "state_end": duckdb_state(roots, times[-1]),
               "counts": duckdb_counts(roots), "segments": segments, "end_ts": times[-1]}
     master = ["--master", spark_cluster.master_url]
