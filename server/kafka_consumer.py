@@ -11,7 +11,8 @@ Kafka still does group membership and assignment; the ledger is the offset store
   a commit from before a reset is fenced by its generation, one from a member whose partition
   moved to another member (a zombie) by the ownership; the ledger decides both.
 - A fenced commit, or a newer generation seen by the periodic check (one request for all
-  assigned partitions, every `reset_check_interval`), is an operator's reset when this client
+  assigned partitions, every `reset_check_interval`, and at once after a fenced commit, so
+  the partitions a reset moved follow together), is an operator's reset when this client
   still owns the partition: pull again, seek, and the application sees the messages again from
   the new position. When another client pulled the partition since, it is lost: paused (its
   messages are not delivered) until Kafka takes it away or hands it back. A partition Kafka
@@ -339,8 +340,9 @@ class LedgerConsumer:
                 self.kafka.commit(offsets=accepted, asynchronous=True)
             except KafkaException as e:  # Kafka's copy only: the ledger has them
                 logger.info("%s: committing to Kafka failed: %s", self.client_id, e)
-        if fenced and follow:
-            self._follow_quietly(fenced)
+        if fenced and follow:  # an operator's reset is seldom of one partition alone: the
+            self._check()      # periodic check now, for every assigned one, in one request
+            self._next_check = time.monotonic() + self.reset_check_interval
         return [PartitionCommit(t, p, offset, generation, r)
                 for (t, p, offset, generation), r in zip(offsets, results, strict=True)]
 

@@ -1,7 +1,7 @@
 """`LedgerConsumer` (server/kafka_consumer.py) with real parts: consumers in a real consumer
 group of librdkafka's mock cluster, storing their offsets in a real `serve` process. The four
 scenarios of issue 25: a consumer killed mid-batch, an operator's reset while the group runs, a
-zombie fenced, and tokens."""
+zombie fenced, and tokens; and a reset followed through one fenced commit."""
 
 from __future__ import annotations
 
@@ -138,6 +138,52 @@ def test_an_operators_reset_to_a_time_is_followed_by_the_running_group_within_2_
         assert {(r.generation, r.pending) for r in c.generations(group)} == {(1, False)}
         resets = c.history(group=group, kind="reset")
     assert len(resets) == 8 and all("replay INC-25" in e["detail"] for e in resets)
+
+
+def test_one_fenced_commit_brings_every_partition_the_reset_moved_back_without_the_check(
+        kafka: MockKafka, module_server: Server) -> None:
+    # A consumer at the end of its 8 partitions, with the periodic generation check out of the
+    # way (an hour). After a reset of all 8, a new message on one partition is processed and
+    # its commit fenced: that one answer must bring all 8 back to the reset offset, the 7 idle
+    # ones included (they have nothing to commit, so nothing else would tell them).
+    from confluent_kafka import Producer
+
+    group = "follow-g"
+    filled = _filled(kafka, module_server, group, "follow-t", per_partition=200, chunk=100)
+    config = {"bootstrap.servers": kafka.bootstrap, "group.id": group, "client.id": "follow-a",
+              **KAFKA_SETTINGS}
+
+    def consume(consumer: LedgerConsumer, until: Any, what: str) -> list[tuple[int, int]]:
+        seen: list[tuple[int, int]] = []  # in the order delivered
+        deadline = time.monotonic() + 30
+        while not until(seen):
+            assert time.monotonic() < deadline, f"{what}: {len(seen)} messages"
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen.append((msg.partition(), msg.offset()))
+                consumer.commit(msg)
+        return seen
+
+    with LedgerConsumer(config, module_server.url, reset_check_interval=3600) as consumer:
+        consumer.subscribe([filled.topic])
+        first = consume(consumer, lambda s: set(s) == filled.messages, "the topic")
+        assert sorted(first) == sorted(filled.messages)
+        assert _committed(module_server, group) == {p: 200 for p in range(8)}
+        with module_server.client() as c:
+            plan = c.reset(group, topic=filled.topic, to_datetime=filled.store_time(1),
+                           execute=True, reason="replay")
+            assert {r["to_offset"] for r in plan.plan} == {100}
+            producer = Producer({"bootstrap.servers": kafka.bootstrap})
+            producer.produce(filled.topic, value=b"late", partition=0)
+            assert producer.flush(30) == 0
+            c.commands([{"op": "queue_append", "topic": filled.topic, "queue_id": 0,
+                         "count": 1}])
+        # the new message (its commit fenced), then every partition from 100 again, 0 to 201
+        replay = {(p, o) for p in range(8) for o in range(100, 200)} | {(0, 200)}
+        seen = consume(consumer, lambda s: replay <= set(s) and s.count((0, 200)) == 2,
+                       "the replay of every partition")
+        assert seen[0] == (0, 200) and sorted(seen[1:]) == sorted(replay)
+    assert _committed(module_server, group) == {0: 201, **{p: 200 for p in range(1, 8)}}
 
 
 def test_a_consumer_paused_past_its_session_timeout_comes_back_a_zombie_and_is_fenced(
