@@ -322,6 +322,7 @@ def scope_topics(specs: Iterable[str]) -> tuple[tuple[str, tuple[int, ...] | Non
 _decoder = msgspec.json.Decoder(AnyCommand)
 _loose = msgspec.json.Decoder()
 _raw_items = msgspec.json.Decoder(list[msgspec.Raw])
+_all_commands = msgspec.json.Decoder(list[AnyCommand])
 _BOM = b"\xef\xbb\xbf"
 _AT_PATH = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
 
@@ -453,6 +454,9 @@ def decode_document(data: bytes) -> list[Command | InvalidInput]:
         if lines and lines[-1] == b"":
             lines.pop()
         return decode_lines(lines)
+    whole = _whole_array(stripped)
+    if whole is not None:
+        return whole
     try:
         items = _raw_items.decode(stripped)
     except msgspec.DecodeError as e:
@@ -465,6 +469,29 @@ def decode_document(data: bytes) -> list[Command | InvalidInput]:
             out.append(from_json(bytes(item)))
         except InvalidInput as e:
             out.append(e)
+    return out
+
+
+def _whole_array(data: bytes) -> list[Command | InvalidInput] | None:
+    """A JSON array of commands decoded in one call, when every one of them is valid and no
+    object gives a key twice (what `from_json` of each item answers then); None otherwise, and
+    the items are decoded one by one, each error answered in place. The duplicate check is
+    the colon count of `strict_json`, over the whole array: every key takes one colon, so as
+    many colons as the objects' keys means no key twice, no nested object and no colon inside a
+    string; anything else takes the item-by-item path."""
+    try:
+        commands = _all_commands.decode(data)
+        objects = _loose.decode(data)
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        return None
+    if data.count(b":") != sum(map(len, objects)):
+        return None
+    out: list[Command | InvalidInput] = []
+    try:
+        for cmd in commands:
+            out.append(validate(cmd))
+    except InvalidInput:
+        return None
     return out
 
 
