@@ -95,6 +95,7 @@ class Metrics:
             registry=self.registry)
         self.registry.register(LedgerCollector(reads))
         self._request_children: dict[str, Any] = {}
+        self._refused_children: dict[tuple[str, str], Any] = {}
 
     def request(self, route: str, seconds: float) -> None:
         """A request answered: its route's child of the histogram, looked up once per route."""
@@ -123,7 +124,14 @@ class Metrics:
         self.fsync_seconds.observe(append_s)
 
     def commit_refused(self, group: str, reason: str) -> None:
-        self.commits_refused.labels(group, reason).inc()
+        """A refused commit, counted on its (group, reason) child, looked up once per pair (a
+        batch of stale commits refuses thousands: `labels` each time was 5% of a batched
+        server's CPU). The children are the counter's own, so the cache holds no more."""
+        child = self._refused_children.get((group, reason))
+        if child is None:
+            child = self._refused_children[(group, reason)] = self.commits_refused.labels(
+                group, reason)
+        child.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
