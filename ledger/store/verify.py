@@ -22,6 +22,7 @@ from ledger.fold.state import State
 from ledger.store import settings as settings_mod
 from ledger.store import tier
 from ledger.store.checkpoint import state_to_table, table_to_state
+from ledger.store.replay import fold_events
 from ledger.store.writer import VIEW_FILE, view_witness
 from storage import SegmentedLog, StorageError
 from storage.fs import FileSystem
@@ -143,9 +144,7 @@ def _replay_checks(root: Path, log: SegmentedLog, report: VerifyReport) -> None:
             stops.append((position, lambda s: _check_view(view, position, s, report)))
     for stop, check in sorted(stops, key=lambda item: item[0]):
         if stop > folded:
-            events = log.read(seq_gte=folded, seq_lt=stop)
-            if events.num_rows:
-                state.apply_columns(events.to_pydict())
+            fold_events(state, log.read(seq_gte=folded, seq_lt=stop))
             folded = stop
         check(state)
 

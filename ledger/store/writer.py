@@ -30,6 +30,7 @@ from ledger.fold.state import State
 from ledger.store import settings as settings_mod
 from ledger.store import tier
 from ledger.store.checkpoint import state_to_table, table_to_state
+from ledger.store.replay import fold_events
 from ledger.store.settings import LedgerSettings
 from ledger.store.view import View, stored_position
 from ledger.timeparse import iso
@@ -168,8 +169,7 @@ class Writer:
         if self.log.next_seq <= start:
             return 0
         events = self.log.read(seq_gte=start)
-        if events.num_rows:
-            self.state.apply_columns(events.to_pydict())
+        fold_events(self.state, events)
         # the in-memory view follows when a read needs it (`ready_view`): a history read or a
         # lookup from memory pays nothing for it
         return events.num_rows
@@ -365,7 +365,5 @@ def load_state(log: SegmentedLog) -> State:
     elif log.start_seq > 0:
         raise HistoryUnavailable(
             f"log starts at seq {log.start_seq} but no checkpoint covers it: cannot rebuild state")
-    data = log.read(seq_gte=start)
-    if data.num_rows:
-        state.apply_columns(data.to_pydict())
+    fold_events(state, log.read(seq_gte=start))
     return state
