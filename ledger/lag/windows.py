@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger.fold.state import Key, State
-from ledger.reads.keyed_state import broadcast_mode
+from ledger.reads.keyed_state import broadcast_groups
 from ledger.reads.state_at import checkpoint_rows, group_events, register_checkpoint
 from ledger.reads.state_at import source as state_at_source
 from ledger.reads.timeline import EMPTY_CHECKPOINT, quote
@@ -134,8 +134,7 @@ class _Range:
         self.lo, self.hi = lo, hi
         self._writer, self._checkpoint, self._groups = writer, checkpoint, groups
         self.events = None if groups is None else group_events(writer.log, lo, hi, groups)
-        self.checkpoint_rows = (checkpoint_rows(writer, lo, groups)
-                                if checkpoint and groups is not None else None)
+        self.checkpoint_rows = checkpoint_rows(writer, lo, groups) if checkpoint else None
         self._duck: tuple[Any, str, str] | None = None
 
     def _duckdb(self) -> tuple[Any, str, str]:
@@ -144,8 +143,8 @@ class _Range:
             con, source = state_at_source(self._writer, self.lo, self.hi, self._groups,
                                           self.events)
             try:
-                checkpoint = (register_checkpoint(con, self._writer, self.lo, self._groups)
-                              if self._checkpoint else EMPTY_CHECKPOINT)
+                checkpoint = (EMPTY_CHECKPOINT if self.checkpoint_rows is None
+                              else register_checkpoint(con, self.checkpoint_rows))
             except BaseException:
                 con.close()
                 raise
@@ -167,10 +166,10 @@ class _Range:
         checkpoint (BROADCAST_SQL)."""
         if self.events is not None:
             configs = self.events.filter(pc.equal(self.events.column("kind"), "group_config"))
-            in_range = _broadcast_details(configs)
+            in_range = broadcast_groups(configs)
             rows = self.checkpoint_rows
             at_start = (set() if rows is None else
-                        _broadcast_details(rows.filter(pc.equal(rows.column("row"), "group"))))
+                        broadcast_groups(rows.filter(pc.equal(rows.column("row"), "group"))))
             if in_range is not None and at_start is not None:
                 return in_range | at_start, at_start
         modes = self.fetch(BROADCAST_SQL, groups)
@@ -220,20 +219,6 @@ class _Range:
     def close(self) -> None:
         if self._duck is not None:
             self._duck[0].close()
-
-
-def _broadcast_details(rows: pa.Table) -> set[str] | None:
-    """Groups of `rows` (group_config events or checkpoint group rows) whose detail sets
-    broadcast mode; None when a detail cannot be read here (DuckDB decides)."""
-    found = set()
-    for group, detail in zip(rows.column("consumer_group").to_pylist(),
-                             rows.column("detail").to_pylist(), strict=True):
-        mode = broadcast_mode(detail)
-        if mode is None:
-            return None
-        if mode:
-            found.add(group)
-    return found
 
 
 def _names(groups: Iterable[str]) -> str:

@@ -29,11 +29,10 @@ def keyed_state(group: str, events: pa.Table, checkpoint: pa.Table | None) -> pa
     `checkpoint` key rows (None: the empty start), in key order; None when the group is or may
     be at broadcast (or a mode cannot be read here): the general path answers then."""
     kinds = events.column("kind")
-    configs = events.filter(pc.equal(kinds, "group_config")).column("detail")
-    groups = (checkpoint.filter(pc.equal(checkpoint.column("row"), "group")).column("detail")
-              if checkpoint is not None else pa.chunked_array([], pa.string()))
-    if any(broadcast_mode(detail) is not False
-           for detail in (*configs.to_pylist(), *groups.to_pylist())):
+    settings = [events.filter(pc.equal(kinds, "group_config"))]
+    if checkpoint is not None:
+        settings.append(checkpoint.filter(pc.equal(checkpoint.column("row"), "group")))
+    if any(broadcast_groups(rows) != set() for rows in settings):
         return None
     setting = events.filter(pc.is_in(kinds, value_set=_SETTING))
     parts = [pa.table({"topic": setting.column("topic"), "queue_id": setting.column("queue_id"),
@@ -76,6 +75,21 @@ def broadcast_mode(detail: str | None) -> bool | None:
     if not isinstance(config, dict):
         return None
     return config.get("mode") == "broadcast"
+
+
+def broadcast_groups(rows: pa.Table) -> set[str] | None:
+    """Groups of `rows` (group_config events or checkpoint group rows: consumer_group and
+    detail) whose detail sets broadcast mode; None when a detail cannot be read here (the SQL
+    path decides)."""
+    found = set()
+    for group, detail in zip(rows.column("consumer_group").to_pylist(),
+                             rows.column("detail").to_pylist(), strict=True):
+        mode = broadcast_mode(detail)
+        if mode is None:
+            return None
+        if mode:
+            found.add(group)
+    return found
 
 
 def _last_of_each_key(rows: pa.Table) -> np.ndarray:

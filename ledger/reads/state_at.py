@@ -76,24 +76,21 @@ def state_at(writer: Writer, *, ts: int | None = None, seq: int | None = None,
         raise InvalidInput("state_at needs exactly one of ts or seq")
     writer.settle()
     point = resolve_point(writer.log, ts=ts, seq=seq)
+    groups = None if group is None else [group]
+    rows = (checkpoint_rows(writer, point.checkpoint, groups)
+            if point.checkpoint_path is not None else None)
     events = None
     if group is not None:
         # one group: its events found by the read index, its checkpoint rows kept by the
         # reader; folded in Arrow unless it is or may be at broadcast (then in DuckDB, over
-        # the same events)
+        # the same events and rows)
         events = group_events(writer.log, point.checkpoint, point.seq_to, [group])
-        rows = (checkpoint_rows(writer, point.checkpoint, [group])
-                if point.checkpoint_path is not None else None)
         found = keyed_state(group, events, rows)
         if found is not None:
             return found
-    con, source_sql = source(writer, point.checkpoint, point.seq_to,
-                             None if group is None else [group], events)
+    con, source_sql = source(writer, point.checkpoint, point.seq_to, groups, events)
     try:
-        checkpoint = None
-        if point.checkpoint_path is not None:
-            checkpoint = register_checkpoint(con, writer, point.checkpoint,
-                                             None if group is None else [group])
+        checkpoint = None if rows is None else register_checkpoint(con, rows)
         return state_at_table(con, source_sql, checkpoint, point.checkpoint,
                               point.seq_to, point.at_ts, group)
     finally:
@@ -189,10 +186,9 @@ def checkpoint_rows(writer: Writer, seq: int, groups: Sequence[str] | None) -> p
     return rows
 
 
-def register_checkpoint(con: duckdb.DuckDBPyConnection, writer: Writer, seq: int,
-                        groups: Sequence[str] | None) -> str:
+def register_checkpoint(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> str:
     """`checkpoint_rows` registered on `con` for one query; the relation's name."""
-    con.register(STATE_AT_CHECKPOINT, checkpoint_rows(writer, seq, groups))
+    con.register(STATE_AT_CHECKPOINT, rows)
     return STATE_AT_CHECKPOINT
 
 
