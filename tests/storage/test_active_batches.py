@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -61,3 +62,35 @@ def test_a_reader_following_one_row_frames_reads_from_few_batches(tmp_path: Path
         assert got.equals(writer.read(where={"consumer_group": ["g2"]}, ts_gte=1_500,
                                       ts_lt=2_500))
         reader.close()
+
+
+@settings(max_examples=25, deadline=None)
+@example([2] * 1_100)  # a server's frames: merged 32 at a time, and those 32 at a time
+@example([3] * 40 + [5_000] + [1] * 40)  # a large batch after small ones
+@given(st.lists(st.one_of(st.integers(1, 3), st.integers(1, 4_200)), min_size=1, max_size=1_100))
+def test_appends_merge_a_bounded_number_of_batches_and_keep_every_row_in_order(
+        tmp_path_factory: pytest.TempPathFactory, sizes: list[int]) -> None:
+    """A writer's append merges at most 32 batches at a time (a server's writer merging 256
+    small frames at once held every waiting request 3-5 ms), and the rows stay in seq order."""
+    merged_at_once: list[int] = []
+    concat = pa.concat_batches
+
+    def spy(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+        merged_at_once.append(len(batches))
+        return concat(batches)
+
+    root = tmp_path_factory.mktemp("log")
+    with open_log(root, LogSettings(segment_events_max=10_000_000)) as writer, \
+            pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pa, "concat_batches", spy)
+        offset = 0
+        for n in sizes:
+            writer.append(pa.RecordBatch.from_pydict(
+                {"seq": [-1] * n, "ts": [1_000] * n, "kind": ["commit"] * n,
+                 "consumer_group": ["g"] * n, "queue_id": [0] * n,
+                 "offset": list(range(offset, offset + n)), "detail": [None] * n},
+                schema=writer.schema))
+            offset += n
+        assert max(merged_at_once, default=0) <= 32
+        patch.undo()
+        assert writer.tail().column("offset").to_pylist() == list(range(offset))
