@@ -118,10 +118,11 @@ def iso_column(column: pa.Array | pa.ChunkedArray) -> list[str | None]:
     ms = (column.fill_null(0) if nulls else column).to_numpy()
     minutes, rest = np.divmod(ms, 60_000)
     seconds, millis = np.divmod(rest, 1000)
-    texts = {m: _minute_text(m) for m in np.unique(minutes).tolist()}
+    minute_list = minutes.tolist()
+    texts = {m: _minute_text(m) for m in set(minute_list)}
     second, milli = _SECOND_TEXT, _MILLI_TEXT
     out: list[str | None] = [texts[m] + second[s] + milli[x] for m, s, x in
-                             zip(minutes.tolist(), seconds.tolist(), millis.tolist(), strict=True)]
+                             zip(minute_list, seconds.tolist(), millis.tolist(), strict=True)]
     if nulls:
         for i in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
             out[i] = None

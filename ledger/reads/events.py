@@ -60,9 +60,14 @@ def read_events(writer: Writer, *, group: str | None = None, topic: str | None =
 
 def _plain(table: pa.Table) -> pa.Table:
     """Rows as stored, shown as the events view shows them (actor defaults to the client)."""
-    actor = pc.coalesce(table.column("actor"), table.column("client_id"))
-    table = table.set_column(table.schema.get_field_index("actor"), "actor", actor)
-    return pa.Table.from_arrays(table.columns, schema=EVENTS_SCHEMA)
+    columns = table.columns
+    at = table.schema.get_field_index("actor")
+    actor = columns[at]
+    if actor.null_count == len(actor):  # no actor recorded (no tokens): each is its client
+        columns[at] = table.column("client_id")
+    elif actor.null_count:
+        columns[at] = pc.coalesce(actor, table.column("client_id"))
+    return pa.Table.from_arrays(columns, schema=EVENTS_SCHEMA)
 
 
 def _derived(writer: Writer, where: dict[str, list], since_ms: int | None,
