@@ -238,28 +238,35 @@ _VIEW_FIELDS = {"committed": "committed_offset", "pulled": "pulled_offset"}
 
 
 def _position_table(keys: list[Key], positions: list[Position], schema: pa.Schema,
-                    clients: list[str] | None = None) -> pa.Table:
+                    clients: list[str] | None = None,
+                    key_arrays: dict[str, pa.Array] | None = None) -> pa.Table:
     """Rows of `offsets` (or `client_offsets`) a column at a time, only those the view shows
-    (an offset committed or pulled, or a reset pending)."""
+    (an offset committed or pulled, or a reset pending); `key_arrays`: `keys` as columns
+    already."""
     if not keys:
         return schema.empty_table()
     fields = [f.name for f in schema][3 + (clients is not None):]
     values = position_columns(positions, [
         next((k for k, v in _VIEW_FIELDS.items() if v == f), f) for f in fields])
-    columns = {**key_columns(keys), **{_VIEW_FIELDS.get(k, k): v for k, v in values.items()}}
+    columns = {**(key_arrays or key_columns(keys)),
+               **{_VIEW_FIELDS.get(k, k): v for k, v in values.items()}}
     if clients is not None:
         columns["client_id"] = pa.array(clients, pa.string())
     table = pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
     return table.filter(has_offset(values))
 
 
-def _offsets_table(state: State, keys: list[Key]) -> pa.Table:
-    """The `offsets` rows of `keys` (a key without a Position has none)."""
+def _offsets_table(state: State, keys: list[Key],
+                   key_arrays: dict[str, pa.Array] | None = None) -> pa.Table:
+    """The `offsets` rows of `keys` (a key without a Position has none); `key_arrays`: `keys`
+    as columns already."""
     positions = list(map(state.positions.get, keys))
     if None in positions:
         at = [i for i, p in enumerate(positions) if p is not None]
         keys, positions = [keys[i] for i in at], [positions[i] for i in at]
-    return _position_table(keys, positions, _OFFSETS_SCHEMA)  # type: ignore[arg-type]
+        key_arrays = None
+    return _position_table(keys, positions, _OFFSETS_SCHEMA,  # type: ignore[arg-type]
+                           key_arrays=key_arrays)
 
 
 def _clients_table(state: State, keys: Iterable[Key]) -> pa.Table:
@@ -404,7 +411,8 @@ class View:
         of them, replacing the tables) and the appends the table lacks. `taken`: the state's dirty
         sets these were taken out of (given back if the write fails)."""
         key_list = list(state.positions if keys is None else keys)
-        touched = None if keys is None else pa.table(key_columns(key_list))
+        key_arrays = None if keys is None else key_columns(key_list)
+        touched = None if key_arrays is None else pa.table(key_arrays)
         q_iter = list(state.queues.keys() if queues is None else queues)
         q_rows = [(*qk, state.queues[qk].min_offset, state.queues[qk].max_offset,
                    state.queues[qk].last_update_ts) for qk in q_iter if qk in state.queues]
@@ -415,9 +423,10 @@ class View:
         key_cols = ("consumer_group", "topic", "queue_id")
         return _Changes(
             replaced=[
-                ("offsets", _offsets_table(state, key_list), touched, key_cols),
-                ("client_offsets", _clients_table(state, state.clients.keys() if keys is None
-                                                  else [k for k in key_list if k in state.clients]),
+                ("offsets", _offsets_table(state, key_list, key_arrays), touched, key_cols),
+                ("client_offsets", _clients_table(
+                    state, state.clients.keys() if keys is None
+                    else [k for k in key_list if k in state.clients] if state.clients else []),
                  touched, key_cols),
                 ("queues", _columns(q_rows, _QUEUES_SCHEMA), None if queues is None else _columns(
                     [(*q,) for q in queues], _key_schema(_QUEUES_SCHEMA, 2)), ("topic", "queue_id")),
