@@ -10,7 +10,9 @@
   latency counted from when each request was due: p99 < 10 ms), and the server's CPU per commit;
   once after the batched run (a ledger holding a million events) and once on a fresh server
   pinned to one core with this driver on the other (taskset), each beside the server's own
-  histograms (request, batch, fsync, garbage-collector pauses, from /metrics).
+  histograms (request, batch, fsync, garbage-collector pauses, from /metrics) and what the
+  writer published in that window (seals, checkpoints: each holds the writer thread tens of
+  ms, so a window that holds the publication of the batched run's 1M-event seal measures it).
 
 Prints a summary and writes bench/results/server-latest.json.
 """
@@ -33,6 +35,8 @@ from bench import http_load, server_histograms
 from bench.baselines.pg_bench import reference_target
 from bench.http_stacks.measure import CpuMeter, RunningServer, Target, wait_for_quiet
 from bench.pg_cluster import pg_cluster
+from storage import OsFileSystem
+from storage import manifest as manifest_io
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH_COMMITS = 1_000
@@ -45,16 +49,30 @@ def ledger_target(data: Path) -> Target:
     return Target("ledger", [str(exe), "--data-dir", str(data), "serve", "--port", "{port}"])
 
 
-def fixed_rate(server: RunningServer, duration_s: float) -> dict[str, Any]:
+def fixed_rate(server: RunningServer, duration_s: float, data: Path) -> dict[str, Any]:
     """FIXED_RATE commits/s for `duration_s`: the client's latencies, the server's histograms
-    over the same span and its CPU per commit."""
+    over the same span, its CPU per commit, and the seals and checkpoints its writer published
+    in the span (`data`: the server's data directory)."""
     before = server_histograms.scrape(server.base_url)
+    listed = published(data)
     meter = CpuMeter(server.proc.pid)
     res = http_load.run_fixed_rate(server.commit_url, FIXED_RATE, duration_s, 64)
     cpu = meter.stop()
     return {**res.as_dict(), **cpu,
             "server_cpu_us_per_req": cpu["server_cpu_s"] / max(res.requests, 1) * 1e6,
-            "server": server_histograms.delta(before, server_histograms.scrape(server.base_url))}
+            "server": server_histograms.delta(before, server_histograms.scrape(server.base_url)),
+            "published": {kind: len(now - listed[kind])
+                          for kind, now in published(data).items()}}
+
+
+def published(data: Path) -> dict[str, set[int]]:
+    """The first seqs of the sealed segments and the seqs of the checkpoints a data
+    directory's manifest lists (read as any reader reads it)."""
+    found = manifest_io.load(OsFileSystem(), data / "log")
+    if found is None:
+        return {"seals": set(), "checkpoints": set()}
+    return {"seals": {e.base_seq for e in found.segments},
+            "checkpoints": {c.seq for c in found.checkpoints}}
 
 
 def fixed_rate_pinned(work: Path, duration_s: float) -> dict[str, Any]:
@@ -70,7 +88,7 @@ def fixed_rate_pinned(work: Path, duration_s: float) -> dict[str, Any]:
         os.sched_setaffinity(0, set(cores[1:]))
         try:
             return {"server_cores": [cores[0]], "driver_cores": cores[1:],
-                    **fixed_rate(server, duration_s)}
+                    **fixed_rate(server, duration_s, work / "ledger-pinned")}
         finally:
             os.sched_setaffinity(0, set(cores))
 
@@ -174,7 +192,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                            work / "ledger-batched.log") as server:
             out["batched"] = batched(server.base_url, args.duration)
             wait_for_quiet(max_wait_s=args.max_wait)
-            out["fixed_rate"] = fixed_rate(server, args.duration)
+            out["fixed_rate"] = fixed_rate(server, args.duration, work / "ledger-batched")
         wait_for_quiet(max_wait_s=args.max_wait)
         out["fixed_rate_pinned"] = fixed_rate_pinned(work, args.duration)
         out["in_process"] = in_process(args.duration)
@@ -200,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return out
 
 
-def _fixed_line(name: str, run: dict[str, Any]) -> str:
+def fixed_line(name: str, run: dict[str, Any]) -> str:
     if "p99_ms" not in run:
         return f"fixed {FIXED_RATE:.0f} req/s, {name}: not run ({run.get('not_run')})"
     server = run.get("server", {})
@@ -214,7 +232,13 @@ def _fixed_line(name: str, run: dict[str, Any]) -> str:
             f"{le('request_seconds[/v1/commit]', 'p99_le_ms')} ms, batch p99 "
             f"{le('batch_seconds', 'p99_le_ms')} ms, max {le('batch_seconds', 'max_le_ms')} ms, "
             f"gc gen2 max {le('gc_pause_seconds[2]', 'max_le_ms')} ms; "
-            f"{run['server_cpu_us_per_req']:.0f} us server CPU per commit")
+            f"{run['server_cpu_us_per_req']:.0f} us server CPU per commit; published in the "
+            f"window: {_count(run, 'seals', 'seal')}, {_count(run, 'checkpoints', 'checkpoint')}")
+
+
+def _count(run: dict[str, Any], key: str, noun: str) -> str:
+    n = run.get("published", {}).get(key)
+    return f"? {noun}s" if n is None else f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def summary(out: dict[str, Any]) -> str:
@@ -226,7 +250,7 @@ def summary(out: dict[str, Any]) -> str:
              f"{median_of(out['pg_wrk'], 64):.0f} at 64",
              f"batched: {out['batched']['commits_per_s']:.0f} commits/s; in process: "
              f"{out['in_process']['commits_per_s']:.0f}",
-             *(_fixed_line(name, out[key]) for name, key in (
+             *(fixed_line(name, out[key]) for name, key in (
                  ("after the batched run", "fixed_rate"), ("pinned", "fixed_rate_pinned")))]
     for name, v in t.items():
         ok = v["value"] <= v["target"] if v.get("lower") else v["value"] >= v["target"]
