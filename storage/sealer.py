@@ -199,10 +199,8 @@ class Sealer:
         full WAL (~100 MB) took 27 ms to unlink, and every request waiting for the next append
         waited as long. A crash first leaves a file no manifest lists, which the next open
         deletes (`storage.recovery`); `stop` waits for it."""
-        if self._executor is None:
-            remove_quietly(self._segments.fs, path)
-        else:
-            self._executor.submit(remove_quietly, self._segments.fs, path)
+        assert self._executor is not None  # the seal being published was written on it
+        self._executor.submit(remove_quietly, self._segments.fs, path)
 
     def publish_finished(self) -> list[SegmentInfo]:
         """List a seal the sealer has finished. If it failed, seal again now: a second failure

@@ -67,6 +67,9 @@ def _int64s() -> array:
 #: the tool said where the queue ends, not when its messages were stored); null in events,
 #: checkpoints and the view. The time lag of its messages is unknown (null), not time since.
 STORE_TS_UNKNOWN = -1
+#: The event columns `State.apply_columns` folds, in the order of `State.apply`'s arguments.
+FOLDED_COLUMNS = ("kind", "ts", "consumer_group", "topic", "queue_id", "offset", "prev_offset",
+                  "generation", "client_id", "store_ts", "detail")
 
 
 @dataclass(slots=True)
@@ -231,14 +234,10 @@ class State:
         )
 
     def apply_columns(self, columns: dict[str, list]) -> None:
-        """Fold a decoded table (column lists, as from `pa.Table.to_pydict()`)."""
+        """Fold a decoded table (column lists, as from `pa.Table.to_pydict()`: at least
+        FOLDED_COLUMNS)."""
         apply = self.apply
-        for row in zip(
-            columns["kind"], columns["ts"], columns["consumer_group"], columns["topic"],
-            columns["queue_id"], columns["offset"], columns["prev_offset"],
-            columns["generation"], columns["client_id"], columns["store_ts"], columns["detail"],
-            strict=True,
-        ):
+        for row in zip(*(columns[name] for name in FOLDED_COLUMNS), strict=True):
             apply(*row)
 
     def apply(

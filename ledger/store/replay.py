@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ledger.fold.state import State
+from ledger.fold.state import FOLDED_COLUMNS, State
 
 #: Events turned into Python lists at a time.
 REPLAY_SLICE_EVENTS = 32_768
-#: The columns `State.apply_columns` reads.
-FOLDED_COLUMNS = ("kind", "ts", "consumer_group", "topic", "queue_id", "offset", "prev_offset",
-                  "generation", "client_id", "store_ts", "detail")
 
 
 def fold_events(state: State, events: pa.Table, slice_events: int | None = None) -> None:
