@@ -313,8 +313,9 @@ class SegmentedLog:
             return self._sealer.finish(wait=True)
 
     def wait_for_sealer(self, timeout: float | None = None) -> bool:
-        """Block until the sealer thread has no Parquet write running (True), without listing
-        what it wrote: the next change does, or reports its error. False on timeout."""
+        """Block until the sealer thread has no write running (a seal's Parquet files, the WAL
+        after them) (True), without listing what it wrote: the next change does, or reports its
+        error. False on timeout."""
         return self._sealer.wait(timeout)
 
     def sync(self) -> None:
