@@ -42,7 +42,6 @@ import contextlib
 import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -55,7 +54,8 @@ from ledger.executor.handlers import run as run_one
 from ledger.executor.resident import Resident
 from ledger.executor.run_results import RESULT_SCHEMA, RunOutput, VectorResults
 from ledger.fold.events import EVENT_SCHEMA, EventBuffer
-from ledger.fold.state import BROADCAST, GroupSettings, Position
+from ledger.fold.position import NULL, rows_of
+from ledger.fold.state import BROADCAST, GroupSettings
 from ledger.limits import APPEND_COUNT_MAX, PULL_MAX, QUEUE_ID_MAX, TS_MAX, check_name
 from ledger.store.writer import Writer
 
@@ -65,8 +65,6 @@ TYPED, ARROW, JSON = "typed", "arrow", "json"
 VALUE_MAX = 2**60
 _NO_CLIENT = -2  # a last client that no line of the run names
 _POLICIES = {"latest": 1, "earliest": 2}  # initial policies a new key may take column-wise
-_POSITION_FIELDS = attrgetter("committed", "pulled", "generation", "last_client", "last_pull_ts",
-                              "last_active_ts", "pending", "expired")
 
 @dataclass
 class Job:
@@ -513,8 +511,8 @@ class _VectorRun:
 
     def _gather(self, first_row: np.ndarray, hit: np.ndarray) -> dict[str, Any]:
         """Each key's position at the start of the run (ok: the key may fold column-wise): from
-        the residents (`hit`: index, or -1), else from its Position, whose attributes are read
-        by C loops (attrgetter) and checked as vectors."""
+        the residents (`hit`: index, or -1), else from its row of the state's table, read and
+        checked as vectors."""
         state = self.state
         n = len(first_row)
         client_code = {v: i for i, v in enumerate(self.c_values)}
@@ -550,18 +548,22 @@ class _VectorRun:
         positions = [get_pos(key) for key in names]
         known = np.fromiter((p is not None for p in positions), bool, len(miss))
         at = np.nonzero(known)[0]
-        present = [positions[i] for i in at.tolist()]
-        fields = np.array(list(map(_POSITION_FIELDS, present)), dtype=object).reshape(len(at), 8)
-        committed_null = fields[:, 0] == None  # noqa: E711 (elementwise)
-        pulled_null = fields[:, 1] == None  # noqa: E711
-        flags = fields[:, 6].astype(bool) | fields[:, 7].astype(bool)  # pending or expired
-        as_int = fields[:, :6].copy()
-        as_int[committed_null, 0] = 0
-        as_int[pulled_null, 1] = -1  # never pulled: -1 stands for the null pulled offset
-        as_int[:, 3] = 0
+        # the known keys' fields, a column at a time from their rows of the state's table
+        table = state.table
+        prow = rows_of([positions[i] for i in at.tolist()])  # type: ignore[misc]
+        committed, pulled = table.committed[prow], table.pulled[prow]
+        committed_null, pulled_null = committed == NULL, pulled == NULL
+        flags = table.pending[prow] | table.expired[prow]
         rows = miss[at]
-        values[rows] = as_int.astype(np.int64)
-        values[rows, 3] = [client_code.get(c, _NO_CLIENT) for c in fields[:, 3].tolist()]
+        values[rows, 0] = np.where(committed_null, 0, committed)
+        values[rows, 1] = np.where(pulled_null, -1, pulled)  # never pulled: -1 for null
+        values[rows, 2] = table.generation[prow]
+        last_client = table.last_client[prow]
+        run_code = np.append(table.known_codes(self.c_values), _NO_CLIENT)
+        named = np.where(last_client == NULL, len(run_code) - 1, last_client)
+        values[rows, 3] = np.where(run_code[named] < 0, _NO_CLIENT, run_code[named])
+        values[rows, 4] = table.last_pull_ts[prow]
+        values[rows, 5] = table.last_active_ts[prow]
         ok[rows] = ~committed_null & ~flags
         # a new key whose first line is a pull starts at its group's initial policy (latest or
         # earliest): its offsets are set in `fold`, where MaxOffset at that line is known
@@ -652,13 +654,14 @@ class _VectorRun:
         miss_slot[self.miss] = np.arange(len(self.miss))
         new_slots = miss_slot[np.nonzero(new)[0]].tolist()
         fresh = start["fresh"] & ok
-        for j in miss_slot[np.nonzero(fresh | (start["fresh_commit"] & ok))[0]].tolist():
-            # new keys: their Position now
-            self.miss_positions[j] = state.positions[self.miss_names[j]] = Position()
+        made = miss_slot[np.nonzero(fresh | (start["fresh_commit"] & ok))[0]].tolist()
+        # new keys: their Position now
+        for j, pos in zip(made, state.new_positions([self.miss_names[j] for j in made]),
+                          strict=True):
+            self.miss_positions[j] = pos
         self.resident.store(
             self.keys[ok], {name: v[ok] for name, v in values.items()}, any_event[ok],
-            [self.miss_positions[j] for j in new_slots],  # type: ignore[misc]
-            [self.miss_names[j] for j in new_slots], new[ok])
+            [self.miss_positions[j] for j in new_slots], new[ok])  # type: ignore[misc]
         if len(pk):
             self.resident.pulled_by.append((self.keys[pk], self.client[p]))
         # keys with clients of an older generation do not stay: written back at once

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ledger.fold.state import Position, State
+from ledger.fold.position import NULL, Position, rows_of
+from ledger.fold.state import State
 from ledger.limits import QUEUE_ID_MAX
 
 
@@ -37,14 +38,16 @@ class Resident:
         self._empty()
 
     def _empty(self) -> None:
+        self._coded: list[Any] = []  # clients whose state table codes `_codes_of` holds
+        self._codes_of = np.zeros(0, np.int64)
         self.ids = np.zeros(0, np.int64)
         self.columns = {name: np.zeros(0, np.int64) for name in self.COLUMNS}
         self.dirty = np.zeros(0, bool)
-        # per resident (in id order): its slot in `positions` and `names`, which only grow
-        # (a run's new keys are appended, not merged into order: no Python pass per run)
+        # per resident (in id order): its slot in `rows` (its row of the state's table), which
+        # only grows (a run's new keys are appended, not merged into order: no Python pass per
+        # run)
         self.slot = np.zeros(0, np.int64)
-        self.positions: list[Position] = []
-        self.names: list[tuple[str, str, int]] = []
+        self.rows = np.zeros(0, np.int64)
         self.pulled_by: list[tuple[np.ndarray, np.ndarray]] = []  # (key ids, client codes)
 
     def __len__(self) -> int:
@@ -122,27 +125,29 @@ class Resident:
         return np.where(self.ids[at] == ids, at, -1)
 
     def write_back(self, index: np.ndarray | None = None) -> None:
-        """Set the Positions of dirty residents (all, or those at `index`)."""
+        """Set the Positions of dirty residents (all, or those at `index`): a scatter into
+        their table's columns per field."""
         dirty = np.nonzero(self.dirty)[0] if index is None else index[self.dirty[index]]
         if not len(dirty) and not self.pulled_by:
             return
         clients = self.dictionaries[2] if self.dictionaries is not None else []
         c = self.columns
-        positions = self.positions
-        slots = self.slot[dirty].tolist()
-        for i, committed, pulled, last_client, last_pull, last_active in zip(
-                slots, c["committed"][dirty].tolist(), c["pulled"][dirty].tolist(),
-                c["last_client"][dirty].tolist(), c["last_pull_ts"][dirty].tolist(),
-                c["last_active"][dirty].tolist(), strict=True):
-            pos = positions[i]
-            # a key never pulled keeps its null pulled offset (-1 in the columns)
-            pos.committed, pos.last_pull_ts = committed, last_pull
-            pos.pulled = pulled if pulled >= 0 else None
-            pos.last_active_ts = pos.last_update_ts = last_active
-            if last_client >= 0:
-                pos.last_client = clients[last_client]
-        names = self.names
-        self.state.dirty_keys.update([names[i] for i in slots])
+        table = self.state.table
+        slots = self.slot[dirty]
+        rows = self.rows[slots]
+        table.committed[rows] = c["committed"][dirty]
+        table.last_pull_ts[rows] = c["last_pull_ts"][dirty]
+        # a key never pulled keeps its null pulled offset (-1 in the columns)
+        pulled = c["pulled"][dirty]
+        table.pulled[rows] = np.where(pulled >= 0, pulled, NULL)
+        active = c["last_active"][dirty]
+        table.last_active_ts[rows] = active
+        table.last_update_ts[rows] = active
+        last_client = c["last_client"][dirty]
+        named = last_client >= 0
+        if named.any():
+            table.last_client[rows[named]] = self._table_codes(clients)[last_client[named]]
+        self.state.dirty_rows.update(rows.tolist())
         self.dirty[dirty] = False
         # every client that pulled a key holds the key's generation
         if self.pulled_by:
@@ -150,11 +155,23 @@ class Resident:
             codes = np.concatenate([c for _, c in self.pulled_by])
             keep = np.ones(len(ids), bool) if index is None else np.isin(ids, self.ids[index])
             span = len(clients) + 1
-            pairs = np.unique(self.slot[self.lookup(ids[keep])] * span + codes[keep])
-            for i, code in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
-                pos = positions[i]
-                pos.client_generations[clients[code]] = pos.generation
+            pairs = np.unique(self.rows[self.slot[self.lookup(ids[keep])]] * span + codes[keep])
+            generations, generation = table.generations, table.generation
+            for row, code in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
+                generations[row][clients[code]] = generation.item(row)
             self.pulled_by = [] if index is None else [(ids[~keep], codes[~keep])]
+
+    def _table_codes(self, clients: list[Any]) -> np.ndarray:
+        """The table's code of each client of the call's dictionary: kept, and extended as the
+        dictionary grows (a call's dictionaries only grow)."""
+        known = len(self._coded)
+        if len(clients) < known or clients[:known] != self._coded:
+            self._coded, self._codes_of, known = [], np.zeros(0, np.int64), 0
+        if len(clients) > known:
+            more = self.state.table.client_codes(clients[known:])
+            self._codes_of = np.concatenate((self._codes_of, more))
+            self._coded = list(clients)
+        return self._codes_of
 
     def evict(self, ids: np.ndarray) -> None:
         """Write back and forget these keys (the per-command path is about to fold them)."""
@@ -189,10 +206,10 @@ class Resident:
         self.slot = self.slot[keep]  # the slots of those dropped are no longer referenced
 
     def store(self, ids: np.ndarray, values: dict[str, np.ndarray], dirty: np.ndarray,
-              new_positions: list[Position], new_names: list[tuple[str, str, int]],
+              new_positions: list[Position],
               new: np.ndarray) -> None:
         """Residents after a run: `ids` (sorted, unique) with their values; `new` marks those
-        not resident before, whose Positions and names come in order in `new_*`."""
+        not resident before, whose Positions come in order in `new_positions`."""
         index = self.lookup(ids)
         old = index >= 0
         for name, col in self.columns.items():
@@ -206,8 +223,7 @@ class Resident:
         self.columns = {name: np.concatenate((col, values[name][new]))[order]
                         for name, col in self.columns.items()}
         self.dirty = np.concatenate((self.dirty, dirty[new]))[order]
-        first = len(self.positions)
+        first = len(self.rows)
         self.slot = np.concatenate(
             (self.slot, np.arange(first, first + len(new_positions), dtype=np.int64)))[order]
-        self.positions.extend(new_positions)
-        self.names.extend(new_names)
+        self.rows = np.concatenate((self.rows, rows_of(new_positions)))

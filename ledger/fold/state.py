@@ -14,8 +14,6 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import msgspec
-
 from ledger.errors import InvalidInput
 from ledger.fold.events import (
     Clamp,
@@ -30,6 +28,7 @@ from ledger.fold.events import (
     Reset,
     Sync,
 )
+from ledger.fold.position import Position, PositionTable
 from ledger.limits import CLIENT_TIMEOUT_MS_DEFAULT, OFFSET_MAX
 
 Key = tuple[str, str, int]  # (consumer_group, topic, queue_id)
@@ -97,31 +96,6 @@ class QueueState:
         return max(self.index_offset[i], self.min_offset)
 
 
-class Position(msgspec.Struct, gc=False):
-    """Positions of one key: a clustering group on a queue, or one broadcast client on a queue.
-
-    Not tracked by the cyclic garbage collector (it holds numbers, text and one str -> int
-    dict, so it can be in no cycle): a state of 160,000 keys would otherwise be walked by
-    every full collection, tens of milliseconds each, a server's tail latency."""
-
-    committed: int | None = None
-    pulled: int | None = None
-    generation: int = 0
-    pending: bool = False  # an applied reset not yet picked up by a pull
-    expired: bool = False  # removed by offset retention: restart from MinOffset
-    last_client: str | None = None
-    last_pull_ts: int = -1
-    last_active_ts: int = -1  # last commit or pull (broadcast liveness)
-    last_update_ts: int = -1
-    client_generations: dict[str, int] = msgspec.field(default_factory=dict)
-
-    def expiry_due(self, now_ms: int, retention_ms: int) -> bool:
-        """Offset retention: an offset with no commit, pull, sync or reset for `retention_ms`
-        (an offset a sync or a reset created expires too, though no client ever used it)."""
-        return self.committed is not None and (
-            now_ms - max(self.last_active_ts, self.last_update_ts) > retention_ms)
-
-
 @dataclass(frozen=True, slots=True)
 class PullResult:
     next_offset: int
@@ -158,22 +132,35 @@ class State:
     """Current state of a ledger, built only by `apply`."""
 
     __slots__ = (
-        "queues", "groups", "positions", "clients", "last_ts", "events_applied",
-        "dirty_keys", "dirty_queues", "dirty_groups", "_broadcast",
+        "queues", "groups", "positions", "clients", "table", "client_table", "last_ts",
+        "events_applied", "dirty_keys", "dirty_rows", "dirty_queues", "dirty_groups",
+        "_broadcast",
     )
 
     def __init__(self) -> None:
         self.queues: dict[QueueKey, QueueState] = {}
         self.groups: dict[str, GroupSettings] = {}
+        # Row i of `table` is the i-th position of `positions` (keys are never removed).
         self.positions: dict[Key, Position] = {}
+        self.table = PositionTable()
         self.clients: dict[Key, dict[str, Position]] = {}  # broadcast groups only
+        self.client_table = PositionTable()  # their rows (a client's may go: no order)
         self.last_ts: int = 0
         self.events_applied: int = 0
-        # What changed since the view last flushed (the view writes only touched rows).
+        # What changed since the view last flushed (the view writes only touched rows): keys,
+        # and rows of `table` (what the hot paths mark: no key to hash, its key is in the table).
         self.dirty_keys: set[Key] = set()
+        self.dirty_rows: set[int] = set()
         self.dirty_queues: set[QueueKey] = set()
         self.dirty_groups: set[str] = set()
         self._broadcast: set[str] = set()  # groups in broadcast mode (a hot-path check)
+
+    def dirty(self) -> bool:
+        return bool(self.dirty_keys or self.dirty_rows or self.dirty_queues or self.dirty_groups)
+
+    def clear_dirty(self) -> None:
+        self.dirty_keys, self.dirty_rows = set(), set()
+        self.dirty_queues, self.dirty_groups = set(), set()
 
     # ------------------------------------------------------------------ queries
     def group(self, name: str) -> GroupSettings:
@@ -347,15 +334,31 @@ class State:
         if client is None:
             pos = self.positions.get(key)
             if pos is None:
-                pos = self.positions[key] = Position()
+                pos = self.new_position(key)
             return pos
         per_client = self.clients.get(key)
         if per_client is None:
             per_client = self.clients[key] = {}
         pos = per_client.get(client)
         if pos is None:
-            pos = per_client[client] = Position()
+            pos = per_client[client] = Position(self.client_table, self.client_table.add())
         return pos
+
+    def new_position(self, key: Key) -> Position:
+        """The Position of a key never seen (with `new_positions`, the one way one enters
+        `positions`)."""
+        row = self.table.add()
+        self.table.set_keys(row, (key,))
+        pos = self.positions[key] = Position(self.table, row)
+        return pos
+
+    def new_positions(self, keys: list[Key]) -> list[Position]:
+        """`new_position` of each of `keys`, in one step."""
+        first = self.table.add(len(keys))
+        self.table.set_keys(first, keys)
+        made = [Position(self.table, row) for row in range(first, first + len(keys))]
+        self.positions.update(zip(keys, made, strict=True))
+        return made
 
     # ------------------------------------------------------------------ commands
     def emit(self, out: EventBuffer, e: Event) -> None:
@@ -463,7 +466,8 @@ class State:
         if pos.expired:
             return lo, "after expiry"
         if self.is_broadcast(key[0]):
-            base = self.broadcast_offset(key, now_ms, self.positions.get(key, Position()).committed)
+            own = self.positions.get(key)
+            base = self.broadcast_offset(key, now_ms, own.committed if own is not None else None)
             if base is not None:
                 # rule 3 holds for a client's first pull too: into [MinOffset, MaxOffset]
                 if q is not None and not lo <= base <= hi:
@@ -530,7 +534,7 @@ class State:
                          None))
         pos.committed = offset
         pos.last_active_ts = pos.last_update_ts = now_ms
-        self.dirty_keys.add(key)
+        self.dirty_rows.add(pos.row)
         self.events_applied += 1
         if now_ms > self.last_ts:
             self.last_ts = now_ms
@@ -566,7 +570,7 @@ class State:
         pos.last_client = client
         pos.last_pull_ts = pos.last_active_ts = pos.last_update_ts = now_ms
         pos.client_generations[client] = generation
-        self.dirty_keys.add(key)
+        self.dirty_rows.add(pos.row)
         self.events_applied += 1
         if now_ms > self.last_ts:
             self.last_ts = now_ms
@@ -623,7 +627,7 @@ class State:
         # client position behind (a later reset would write an event for it)
         found = (self.clients.get(key, {}).get(bclient) if bclient is not None
                  else self.positions.get(key))
-        pos = found if found is not None else Position()
+        pos = found if found is not None else Position.detached()
         if owner_only and (client is None or pos.last_client != client):
             return CommitResult(False, "fenced", pos.committed)  # another client pulled since
         effective = generation
@@ -671,7 +675,7 @@ class State:
                                        if k[0] == group and p.expired})
         detail = "group deleted" if source is None else f"group deleted at {source}"
         for key in keys:
-            pos = self.positions.get(key) or Position()
+            pos = self.positions.get(key) or Position.detached()
             self.emit(out, Delete(ts=now_ms, consumer_group=group, topic=key[1],
                                    queue_id=key[2], prev_offset=pos.committed,
                                    generation=pos.generation + 1, actor=actor,
@@ -718,7 +722,7 @@ class State:
         group's own position there, and would set its generation back to the client's."""
         for item in plan:
             key = (item.consumer_group, item.topic, item.queue_id)
-            pos = self.positions.get(key) or Position()
+            pos = self.positions.get(key) or Position.detached()
             self.emit(out, Reset(ts=now_ms, consumer_group=key[0], topic=key[1], queue_id=key[2],
                                   offset=item.to_offset, prev_offset=item.from_offset,
                                   generation=pos.generation + 1, actor=actor, detail=detail))

@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.fold.state import STORE_TS_UNKNOWN, GroupSettings, Key, Position, QueueState, State
-from ledger.store.positions import generations_json, key_columns, position_columns
+from ledger.fold.position import NULL, Position, PositionTable
+from ledger.fold.state import STORE_TS_UNKNOWN, GroupSettings, QueueState, State
+from ledger.store.positions import generations_json, key_columns, position_columns, rows_of
 
 CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     [
@@ -64,24 +65,26 @@ def state_to_table(state: State) -> pa.Table:
         detail=[s.to_json() for _, s in groups])
     meta = {n: [None] for n in _NAMES}
     meta.update(row=["meta"], last_update_ts=[state.last_ts], max_offset=[state.events_applied])
+    # row i of the table is the i-th position (State keeps them so): every row, in order
+    assert len(state.table) == len(state.positions), "positions out of step with their table"
     parts = [pa.Table.from_pydict(cols, schema=CHECKPOINT_SCHEMA),
-             _position_rows("position", list(state.positions), None,
-                            list(state.positions.values()))]
+             _position_rows("position", state.table.key_arrays(), None, state.table, None)]
     if state.clients:
         parts.append(_position_rows(
-            "client", [k for k, cs in state.clients.items() for _ in cs],
-            [c for cs in state.clients.values() for c in cs],
-            [p for cs in state.clients.values() for p in cs.values()]))
+            "client", key_columns([k for k, cs in state.clients.items() for _ in cs]),
+            [c for cs in state.clients.values() for c in cs], state.client_table,
+            rows_of([p for cs in state.clients.values() for p in cs.values()])))
     parts += [pa.Table.from_pydict(meta, schema=CHECKPOINT_SCHEMA), _append_rows(state)]
     return pa.concat_tables(parts)
 
 
-def _position_rows(row: str, keys: list[Key], clients: list[str] | None,
-                   positions: list[Position]) -> pa.Table:
-    """The `position` (or broadcast `client`) rows, a column at a time."""
-    n = len(keys)
-    columns = {"row": pa.repeat(pa.scalar(row, pa.string()), n), **key_columns(keys),
-               **position_columns(positions), "detail": generations_json(positions)}
+def _position_rows(row: str, keys: dict[str, pa.Array], clients: list[str] | None,
+                   table: PositionTable, rows: np.ndarray | None) -> pa.Table:
+    """The `position` (or broadcast `client`) rows, a column at a time: `rows` of `table`
+    (None: all), whose keys are `keys` (as columns)."""
+    n = len(keys["queue_id"])
+    columns = {"row": pa.repeat(pa.scalar(row, pa.string()), n), **keys,
+               **position_columns(table, rows), "detail": generations_json(table, rows)}
     if clients is not None:
         columns["client_id"] = pa.array(clients, pa.string())
     return pa.Table.from_arrays(
@@ -125,21 +128,34 @@ def _append_rows(state: State) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=CHECKPOINT_SCHEMA)
 
 
-def _position(r: dict) -> Position:
-    return Position(
-        committed=r["committed"], pulled=r["pulled"], generation=r["generation"],
-        pending=r["pending"], expired=r["expired"], last_client=r["last_client"],
-        last_pull_ts=r["last_pull_ts"], last_active_ts=r["last_active_ts"],
-        last_update_ts=r["last_update_ts"],
-        client_generations=msgspec.json.decode(r["detail"]) if r["detail"] else {},
-    )
+def _load_positions(table: PositionTable, rows: pa.Table) -> list[Position]:
+    """`position` (or `client`) rows into new rows of `table`, a column at a time."""
+    n = rows.num_rows
+    first = table.add(n)
+    at = slice(first, first + n)
+    for name, default in (("committed", NULL), ("pulled", NULL), ("generation", 0),
+                          ("last_pull_ts", -1), ("last_active_ts", -1), ("last_update_ts", -1)):
+        values = pc.fill_null(rows.column(name).cast(pa.int64()), default)
+        getattr(table, name)[at] = values.to_numpy()
+    for name in ("pending", "expired"):
+        getattr(table, name)[at] = pc.fill_null(rows.column(name), False).to_numpy()
+    clients = pc.dictionary_encode(rows.column("last_client").combine_chunks())
+    codes = np.append(table.client_codes(clients.dictionary.to_pylist()), NULL)
+    table.last_client[at] = codes[pc.fill_null(clients.indices, len(codes) - 1).to_numpy()]
+    table.generations[at] = [msgspec.json.decode(d) if d else {}
+                             for d in rows.column("detail").to_pylist()]
+    return [Position(table, i) for i in range(first, first + n)]
 
 
 def table_to_state(table: pa.Table) -> State:
     state = State()
-    is_append = pc.equal(table.column("row"), "append")
+    kinds = table.column("row")
+    is_append = pc.equal(kinds, "append")
+    is_position, is_client = pc.equal(kinds, "position"), pc.equal(kinds, "client")
     appends = table.filter(is_append)
-    table = table.filter(pc.invert(is_append))
+    positions = table.filter(is_position)
+    clients = table.filter(is_client)
+    table = table.filter(pc.invert(pc.or_(pc.or_(is_append, is_position), is_client)))
     cols = table.to_pydict()
     names = list(cols)
     for values in zip(*cols.values(), strict=True):
@@ -154,14 +170,20 @@ def table_to_state(table: pa.Table) -> State:
             q.index_offset.append(r["min_offset"])
         elif kind == "group":
             state.set_group(r["consumer_group"], GroupSettings.from_json(r["detail"]))
-        elif kind == "position":
-            state.positions[(r["consumer_group"], r["topic"], r["queue_id"])] = _position(r)
-        elif kind == "client":
-            key = (r["consumer_group"], r["topic"], r["queue_id"])
-            state.clients.setdefault(key, {})[r["client_id"]] = _position(r)
         elif kind == "meta":
             state.last_ts = r["last_update_ts"]
             state.events_applied = r["max_offset"]
+    keys = list(zip(*(positions.column(c).to_pylist()
+                      for c in ("consumer_group", "topic", "queue_id")), strict=True))
+    loaded = _load_positions(state.table, positions)
+    if loaded:
+        state.table.set_keys(loaded[0].row, keys)
+    state.positions.update(zip(keys, loaded, strict=True))
+    keys = zip(*(clients.column(c).to_pylist() for c in ("consumer_group", "topic", "queue_id")),
+               strict=True)
+    for key, client, pos in zip(keys, clients.column("client_id").to_pylist(),
+                                _load_positions(state.client_table, clients), strict=True):
+        state.clients.setdefault(key, {})[client] = pos
     _add_appends(state, appends)
     return state
 

@@ -1,23 +1,21 @@
-"""Positions as Arrow columns, one pass per field (C loops over the objects: `map` with
-`attrgetter`), no tuple or dict per row: what a checkpoint and a view flush write."""
+"""Positions as Arrow columns, read by rows of their table (ledger/fold/position.py): what a
+checkpoint and a view flush write. No Python step per key but the client generations' JSON."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.fold.state import Key, Position
+from ledger.fold.position import POSITION_TYPES, PositionTable, rows_of
+from ledger.fold.state import Key
 
-#: Position fields as columns, with their Arrow types (checkpoint and view names alike).
-POSITION_TYPES: dict[str, pa.DataType] = {
-    "committed": pa.int64(), "pulled": pa.int64(), "generation": pa.int32(),
-    "pending": pa.bool_(), "expired": pa.bool_(), "last_client": pa.string(),
-    "last_pull_ts": pa.int64(), "last_active_ts": pa.int64(), "last_update_ts": pa.int64(),
-}
+__all__ = ["POSITION_TYPES", "generations_json", "has_offset", "key_columns", "position_columns",
+           "rows_of"]
 _encode = msgspec.json.Encoder().encode
 
 
@@ -28,16 +26,16 @@ def key_columns(keys: Sequence[Key]) -> dict[str, pa.Array]:
             "queue_id": pa.array(list(map(itemgetter(2), keys)), pa.int32())}
 
 
-def position_columns(positions: Sequence[Position], fields: Sequence[str] = tuple(POSITION_TYPES)
-                     ) -> dict[str, pa.Array]:
-    """The `fields` of each position, a column each."""
-    return {f: pa.array(list(map(attrgetter(f), positions)), POSITION_TYPES[f]) for f in fields}
+def position_columns(table: PositionTable, rows: np.ndarray | None,
+                     fields: Sequence[str] = tuple(POSITION_TYPES)) -> dict[str, pa.Array]:
+    """The `fields` of `rows` (all when None), a column each."""
+    return {f: table.arrow(f, rows) for f in fields}
 
 
-def generations_json(positions: Sequence[Position]) -> pa.Array:
-    """Each position's client generations as JSON (null when it has none)."""
-    return pa.array([_encode(g) if g else None
-                     for g in map(attrgetter("client_generations"), positions)], pa.string())
+def generations_json(table: PositionTable, rows: np.ndarray | None) -> pa.Array:
+    """Each row's client generations as JSON (null when it has none)."""
+    return pa.array([_encode(g) if g else None for g in table.generations_of(rows).tolist()],
+                    pa.string())
 
 
 def has_offset(columns: dict[str, pa.Array]) -> pa.Array:

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ledger.errors import LedgerError
 from ledger.fold.events import EVENT_SCHEMA
-from ledger.fold.state import Key, Position, QueueKey, State
+from ledger.fold.position import PositionTable
+from ledger.fold.state import Key, QueueKey, State
 from ledger.store.checkpoint import store_times
-from ledger.store.positions import has_offset, key_columns, position_columns
+from ledger.store.positions import has_offset, key_columns, position_columns, rows_of
 
 DDL = """
 CREATE TABLE IF NOT EXISTS offsets (
@@ -237,43 +239,38 @@ def _key_schema(schema: pa.Schema, n: int) -> pa.Schema:
 _VIEW_FIELDS = {"committed": "committed_offset", "pulled": "pulled_offset"}
 
 
-def _position_table(keys: list[Key], positions: list[Position], schema: pa.Schema,
-                    clients: list[str] | None = None,
-                    key_arrays: dict[str, pa.Array] | None = None) -> pa.Table:
-    """Rows of `offsets` (or `client_offsets`) a column at a time, only those the view shows
-    (an offset committed or pulled, or a reset pending); `key_arrays`: `keys` as columns
-    already."""
-    if not keys:
+def _position_table(table: PositionTable, rows: np.ndarray | None, key_arrays: dict[str, pa.Array],
+                    schema: pa.Schema, clients: list[str] | None = None) -> pa.Table:
+    """Rows of `offsets` (or `client_offsets`) a column at a time, those of `rows` of `table`
+    (None: all; `key_arrays`: their keys) that the view shows (an offset committed or pulled,
+    or a reset pending)."""
+    if not len(key_arrays["queue_id"]):
         return schema.empty_table()
     fields = [f.name for f in schema][3 + (clients is not None):]
-    values = position_columns(positions, [
+    values = position_columns(table, rows, [
         next((k for k, v in _VIEW_FIELDS.items() if v == f), f) for f in fields])
-    columns = {**(key_arrays or key_columns(keys)),
-               **{_VIEW_FIELDS.get(k, k): v for k, v in values.items()}}
+    columns = {**key_arrays, **{_VIEW_FIELDS.get(k, k): v for k, v in values.items()}}
     if clients is not None:
         columns["client_id"] = pa.array(clients, pa.string())
-    table = pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
-    return table.filter(has_offset(values))
-
-
-def _offsets_table(state: State, keys: list[Key],
-                   key_arrays: dict[str, pa.Array] | None = None) -> pa.Table:
-    """The `offsets` rows of `keys` (a key without a Position has none); `key_arrays`: `keys`
-    as columns already."""
-    positions = list(map(state.positions.get, keys))
-    if None in positions:
-        at = [i for i, p in enumerate(positions) if p is not None]
-        keys, positions = [keys[i] for i in at], [positions[i] for i in at]
-        key_arrays = None
-    return _position_table(keys, positions, _OFFSETS_SCHEMA,  # type: ignore[arg-type]
-                           key_arrays=key_arrays)
+    out = pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
+    return out.filter(has_offset(values))
 
 
 def _clients_table(state: State, keys: Iterable[Key]) -> pa.Table:
     """The `client_offsets` rows of `keys` (broadcast groups' clients)."""
     rows = [(key, client, p) for key in keys for client, p in state.clients.get(key, {}).items()]
-    return _position_table([r[0] for r in rows], [r[2] for r in rows], _CLIENTS_SCHEMA,
+    return _position_table(state.client_table, rows_of([r[2] for r in rows]),
+                           key_columns([r[0] for r in rows]), _CLIENTS_SCHEMA,
                            [r[1] for r in rows])
+
+
+def _touched_rows(state: State, keys: set[Key], rows: set[int]) -> tuple[np.ndarray, list[Key]]:
+    """The rows of `state.table` of the touched `keys` and `rows`, and the touched keys that
+    have none (a broadcast client's, or a key only a delete touched)."""
+    found = [state.positions.get(k) for k in keys]
+    rows = rows | {p.row for p in found if p is not None}
+    without = [k for k, p in zip(keys, found, strict=True) if p is None]
+    return np.fromiter(rows, np.int64, len(rows)), without
 
 
 @dataclass
@@ -286,14 +283,16 @@ class _Changes:
     new_appends: pa.Table
     next_seq: int
     held: dict[QueueKey, int]  # appends per queue the table holds once written
-    taken: tuple[set[Key], set[QueueKey], set[str]] | None = None  # the state's dirty sets
+    # the state's dirty sets: keys, rows, queues, groups
+    taken: tuple[set[Key], set[int], set[QueueKey], set[str]] | None = None
 
     def give_back(self, state: State) -> None:
         """Not written: its keys are dirty again, for the next flush."""
         if self.taken is not None:
             state.dirty_keys |= self.taken[0]
-            state.dirty_queues |= self.taken[1]
-            state.dirty_groups |= self.taken[2]
+            state.dirty_rows |= self.taken[1]
+            state.dirty_queues |= self.taken[2]
+            state.dirty_groups |= self.taken[3]
 
 
 class View:
@@ -348,9 +347,7 @@ class View:
         with contextlib.suppress(Exception):  # what it failed to write, this writes
             self.wait_flushed(state)
         self._commit(self.con, self._changes(state, None, None, None, next_seq))
-        state.dirty_keys.clear()
-        state.dirty_queues.clear()
-        state.dirty_groups.clear()
+        state.clear_dirty()
 
     def flush(self, state: State, next_seq: int) -> None:
         """Write the rows touched since the last flush plus the position, in one transaction
@@ -395,24 +392,34 @@ class View:
     def _take_dirty(self, state: State, next_seq: int) -> _Changes | None:
         """The rows touched since the last flush (taken out of the state's dirty sets), or
         None when there are none and the view is at `next_seq` already."""
-        if not (state.dirty_keys or state.dirty_queues or state.dirty_groups) \
-                and self.position() == next_seq:
+        if not state.dirty() and self.position() == next_seq:
             return None
-        keys, queues, groups = state.dirty_keys, state.dirty_queues, state.dirty_groups
-        state.dirty_keys, state.dirty_queues, state.dirty_groups = set(), set(), set()
-        return self._changes(state, keys, queues, groups, next_seq, taken=(keys, queues, groups))
+        taken = (state.dirty_keys, state.dirty_rows, state.dirty_queues, state.dirty_groups)
+        state.clear_dirty()
+        return self._changes(state, taken[0], taken[2], taken[3], next_seq, rows=taken[1],
+                             taken=taken)
 
     def _changes(
         self, state: State, keys: set[Key] | None, queues: set[QueueKey] | None,
-        groups: set[str] | None, next_seq: int, *,
-        taken: tuple[set[Key], set[QueueKey], set[str]] | None = None,
+        groups: set[str] | None, next_seq: int, *, rows: set[int] | None = None,
+        taken: tuple[set[Key], set[int], set[QueueKey], set[str]] | None = None,
     ) -> _Changes:
-        """What a flush writes, as Arrow: the rows of `keys`, `queues` and `groups` (None: all
-        of them, replacing the tables) and the appends the table lacks. `taken`: the state's dirty
-        sets these were taken out of (given back if the write fails)."""
-        key_list = list(state.positions if keys is None else keys)
-        key_arrays = None if keys is None else key_columns(key_list)
-        touched = None if key_arrays is None else pa.table(key_arrays)
+        """What a flush writes, as Arrow: the rows of `keys` and of the state table's `rows`,
+        `queues` and `groups` (None: all of them, replacing the tables) and the appends the
+        table lacks. `taken`: the state's dirty sets these were taken out of (given back if the
+        write fails)."""
+        table = state.table
+        if keys is None:
+            offsets = _position_table(table, None, table.key_arrays(), _OFFSETS_SCHEMA)
+            touched = None
+            client_keys: Iterable[Key] = state.clients.keys()
+        else:
+            at, without = _touched_rows(state, keys, rows or set())
+            key_arrays = table.key_arrays(at)
+            offsets = _position_table(table, at, key_arrays, _OFFSETS_SCHEMA)
+            touched = pa.concat_tables([pa.table(key_arrays), pa.table(key_columns(without))])
+            client_keys = [] if not state.clients else [
+                k for k in (*without, *map(table.key_of, at.tolist())) if k in state.clients]
         q_iter = list(state.queues.keys() if queues is None else queues)
         q_rows = [(*qk, state.queues[qk].min_offset, state.queues[qk].max_offset,
                    state.queues[qk].last_update_ts) for qk in q_iter if qk in state.queues]
@@ -423,11 +430,8 @@ class View:
         key_cols = ("consumer_group", "topic", "queue_id")
         return _Changes(
             replaced=[
-                ("offsets", _offsets_table(state, key_list, key_arrays), touched, key_cols),
-                ("client_offsets", _clients_table(
-                    state, state.clients.keys() if keys is None
-                    else [k for k in key_list if k in state.clients] if state.clients else []),
-                 touched, key_cols),
+                ("offsets", offsets, touched, key_cols),
+                ("client_offsets", _clients_table(state, client_keys), touched, key_cols),
                 ("queues", _columns(q_rows, _QUEUES_SCHEMA), None if queues is None else _columns(
                     [(*q,) for q in queues], _key_schema(_QUEUES_SCHEMA, 2)), ("topic", "queue_id")),
                 ("groups", _columns(g_rows, _GROUPS_SCHEMA), None if groups is None else _columns(

@@ -124,9 +124,7 @@ class Writer:
             if view.position() != log.next_seq:
                 view.write_full(state, log.next_seq)
             else:
-                state.dirty_keys.clear()
-                state.dirty_queues.clear()
-                state.dirty_groups.clear()
+                state.clear_dirty()
             return writer
         except BaseException:
             log.close()

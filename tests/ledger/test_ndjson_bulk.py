@@ -197,7 +197,7 @@ def test_a_write_between_blocks_is_seen_by_the_next_block(tmp_path, monkeypatch)
 
     def spied(self: Resident) -> None:
         real(self)
-        held.append([self.names[i] for i in self.slot.tolist()])
+        held.append([self.state.table.key_of(r) for r in self.rows[self.slot].tolist()])
 
     monkeypatch.setattr(Resident, "hold", spied)
     lines = _growing_names(2, 3000, seed=12)
