@@ -206,8 +206,7 @@ class Resident:
         self.slot = self.slot[keep]  # the slots of those dropped are no longer referenced
 
     def store(self, ids: np.ndarray, values: dict[str, np.ndarray], dirty: np.ndarray,
-              new_positions: list[Position],
-              new: np.ndarray) -> None:
+              new_positions: list[Position], new: np.ndarray) -> None:
         """Residents after a run: `ids` (sorted, unique) with their values; `new` marks those
         not resident before, whose Positions come in order in `new_positions`."""
         index = self.lookup(ids)
