@@ -28,7 +28,7 @@ from ledger.fold.events import (
     Reset,
     Sync,
 )
-from ledger.fold.position import Position, PositionTable
+from ledger.fold.position import NULL, Position, PositionTable
 from ledger.limits import CLIENT_TIMEOUT_MS_DEFAULT, OFFSET_MAX
 
 Key = tuple[str, str, int]  # (consumer_group, topic, queue_id)
@@ -206,12 +206,6 @@ class State:
             if k[0] == group and any(c.committed is not None for c in cs.values())
         }
         return sorted(keys)
-
-    def group_names(self) -> list[str]:
-        names = set(self.groups)
-        names |= {k[0] for k, p in self.positions.items() if p.committed is not None}
-        names |= {k[0] for k, cs in self.clients.items() if cs}
-        return sorted(names)
 
     # ------------------------------------------------------------------ the fold
     def apply_event(self, e: Event) -> None:
@@ -739,22 +733,25 @@ def snapshot_rows(
     state: State, now_ms: int, group: str | None = None
 ) -> list[tuple[str, str, int, int, int]]:
     """(group, topic, queue_id, committed, generation) for every key with an offset, sorted;
-    broadcast groups take the minimum over clients active within their client timeout."""
-    keys = set(state.positions) | set(state.clients)
+    broadcast groups take the minimum over clients active within their client timeout. The
+    clustering groups' offsets are read a column at a time (row i is the i-th position)."""
+    table = state.table
+    broadcast = state._broadcast
     out = []
-    for key in keys:
-        if group is not None and key[0] != group:
-            continue
-        base = state.positions.get(key)
-        per_client = state.clients.get(key, {})
-        if state.is_broadcast(key[0]):
-            committed = state.broadcast_offset(key, now_ms, base.committed if base else None)
+    for key, committed, generation in zip(state.positions, table.committed[:table.size].tolist(),
+                                          table.generation[:table.size].tolist(), strict=True):
+        if committed != NULL and (group is None or key[0] == group) and key[0] not in broadcast:
+            out.append((key[0], key[1], key[2], committed, generation))
+    if broadcast:
+        keys = {k for k in (*state.positions, *state.clients)
+                if k[0] in broadcast and (group is None or k[0] == group)}
+        for key in keys:
+            base = state.positions.get(key)
+            per_client = state.clients.get(key, {})
+            offset = state.broadcast_offset(key, now_ms, base.committed if base else None)
             gens = [c.generation for c in per_client.values()]
             generation = base.generation if base is not None else (max(gens) if gens else 0)
-        else:
-            committed = base.committed if base is not None else None
-            generation = base.generation if base is not None else 0
-        if committed is not None:
-            out.append((key[0], key[1], key[2], committed, generation))
+            if offset is not None:
+                out.append((key[0], key[1], key[2], offset, generation))
     out.sort()
     return out
