@@ -156,9 +156,11 @@ class Resident:
             keep = np.ones(len(ids), bool) if index is None else np.isin(ids, self.ids[index])
             span = len(clients) + 1
             pairs = np.unique(self.rows[self.slot[self.lookup(ids[keep])]] * span + codes[keep])
-            generations, generation = table.generations, table.generation
-            for row, code in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True):
-                generations[row][clients[code]] = generation.item(row)
+            pulled, codes_of = pairs // span, pairs % span
+            # dict.__setitem__ over the pairs in one C loop: each row's dict, client, generation
+            names = np.asarray(clients, object)[codes_of] if len(clients) else []
+            list(map(dict.__setitem__, table.generations[pulled].tolist(),
+                     list(names), table.generation[pulled].tolist()))
             self.pulled_by = [] if index is None else [(ids[~keep], codes[~keep])]
 
     def _table_codes(self, clients: list[Any]) -> np.ndarray:
