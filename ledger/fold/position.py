@@ -157,8 +157,7 @@ class PositionTable:
         return self.generations[:self.size] if rows is None else self.generations[rows]
 
 
-FIELDS = ("committed", "pulled", "generation", "pending", "expired", "last_client",
-          "last_pull_ts", "last_active_ts", "last_update_ts", "client_generations")
+FIELDS = (*POSITION_TYPES, "client_generations")
 
 
 class Position(msgspec.Struct, gc=False, eq=False):

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.fold.position import NULL, Position, PositionTable
+from ledger.fold.position import NULL, Position, PositionTable, rows_of
 from ledger.fold.state import STORE_TS_UNKNOWN, GroupSettings, QueueState, State
-from ledger.store.positions import generations_json, key_columns, position_columns, rows_of
+from ledger.store.positions import generations_json, key_columns, position_columns
 
 CHECKPOINT_SCHEMA: pa.Schema = pa.schema(
     [

@@ -11,11 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.fold.position import POSITION_TYPES, PositionTable, rows_of
+from ledger.fold.position import POSITION_TYPES, PositionTable
 from ledger.fold.state import Key
 
-__all__ = ["POSITION_TYPES", "generations_json", "has_offset", "key_columns", "position_columns",
-           "rows_of"]
 _encode = msgspec.json.Encoder().encode
 
 

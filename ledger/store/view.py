@@ -22,10 +22,10 @@ import pyarrow as pa
 
 from ledger.errors import LedgerError
 from ledger.fold.events import EVENT_SCHEMA
-from ledger.fold.position import PositionTable
+from ledger.fold.position import PositionTable, rows_of
 from ledger.fold.state import Key, QueueKey, State
 from ledger.store.checkpoint import store_times
-from ledger.store.positions import has_offset, key_columns, position_columns, rows_of
+from ledger.store.positions import has_offset, key_columns, position_columns
 
 DDL = """
 CREATE TABLE IF NOT EXISTS offsets (
