@@ -167,6 +167,20 @@ def test_seal_in_background_must_be_a_boolean() -> None:
         LogSettings(seal_in_background=1)  # type: ignore[arg-type]
 
 
+def _published(log: SegmentedLog, n: int) -> pa.Table:
+    """`n` rows appended (the first 10 sealed in the background), then a row at a time until an
+    append publishes the seal without waiting for it: each after the sealer (and its carry)
+    finished, so the active segment never fills first (a roll would wait for the seal and
+    delete the old WAL on the writer thread). Returns the rows written."""
+    written, sealed = _append(log, n)
+    while not sealed:
+        assert log.wait_for_sealer(30)
+        more, sealed = _append(log, 1)
+        written = concat([written, more])
+    assert sealed == [(0, 10)]
+    return written
+
+
 class _RecordedRemoves(FaultyFS):
     """Records which thread deletes each file."""
 
@@ -186,11 +200,7 @@ def test_the_wal_a_published_seal_replaces_is_deleted_on_the_sealer_thread(
     file the next open deletes."""
     fs = _RecordedRemoves()
     log = open_log(tmp_path, BACKGROUND, fs=fs)
-    written, sealed = _append(log, 14)
-    while not sealed:  # the next append after the sealer finished publishes it
-        more, sealed = _append(log, 1)
-        written = concat([written, more])
-    assert sealed == [(0, 10)]
+    written = _published(log, 14)
     log.close()
     wal = names.wal_name(0)
     assert [thread for name, thread in fs.removed if name == wal] == ["log-sealer_0"]
@@ -204,10 +214,7 @@ def test_a_crash_before_the_sealer_deletes_the_old_wal_leaves_a_file_the_open_de
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Sealer, "_remove_later", lambda self, path: None)  # it never runs
     log = open_log(tmp_path, BACKGROUND)
-    written, sealed = _append(log, 14)
-    while not sealed:
-        more, sealed = _append(log, 1)
-        written = concat([written, more])
+    written = _published(log, 14)
     log.close()
     wal = tmp_path / "log" / names.wal_name(0)
     assert wal.exists()  # the replaced WAL, whole, beside the one the manifest names
@@ -295,7 +302,9 @@ def test_a_failed_fsync_of_the_next_wal_fails_the_log_and_reopening_keeps_every_
     log = open_log(tmp_path, BACKGROUND, fs=fs)
     first, _ = _append(log, 14)
     assert log.wait_for_sealer(30)
-    fs.fsync_fail_after = fs.fsyncs + 1  # the append's own fsync passes, the next WAL's fails
+    # the next WAL's fsync fails (on the sealer thread, which may run it before or after
+    # the append's own fsync: only that file's fsyncs are counted)
+    fs.only, fs.fsync_fail_after, fs.fsyncs = names.wal_name(10), 0, 0
     second, sealed = _append(log, 3)
     assert sealed == [] and log.wait_for_sealer(30)
     with pytest.raises(LogFailedError):
