@@ -377,23 +377,41 @@ def cluster_order(table: pa.Table, columns: Sequence[str]) -> pa.Table:
     layout of a clustered sealed segment. Each column is sorted as integer ranks (a string
     column's through its dictionary, sorted once) by numpy's lexsort: 3.7x faster than Arrow's
     multi-key sort of the strings on a 1M-event segment (97 against 363 ms)."""
-    ranks = [_sort_ranks(table.column(name)) for name in columns]
+    coded = {f.name: pc.dictionary_encode(table.column(f.name).combine_chunks())
+             for f in table.schema if _is_string(f.type)}
+    ranks = [_sort_ranks(table.column(name), coded.get(name)) for name in columns]
     if any(r is None for r in ranks):
         keys = [(name, "ascending", "at_end") for name in (*columns, "seq")]
-        return table.take(pc.sort_indices(table, sort_keys=keys))
-    seqs = table.column("seq").to_numpy()
-    order = np.lexsort([seqs, *reversed(ranks)])  # the last key sorts first
-    return table.take(pa.array(order, pa.int64()))
+        order = pc.sort_indices(table, sort_keys=keys)
+    else:
+        seqs = table.column("seq").to_numpy()
+        order = pa.array(np.lexsort([seqs, *reversed(ranks)]), pa.int64())  # last key first
+    return _take(table, order, coded)
 
 
-def _sort_ranks(column: pa.ChunkedArray) -> np.ndarray | None:
+def _take(table: pa.Table, order: pa.Array, coded: dict[str, pa.DictionaryArray]) -> pa.Table:
+    """`table.take(order)`, the string columns gathered as their dictionary codes and then
+    decoded from the (small) dictionary: on a 1M-event segment about half the time of
+    gathering the strings themselves from across the column (kind, topic, client_id: 201
+    against 100 ms; the clustering column's codes come from its ranks for free)."""
+    taken = [coded[f.name].take(order).dictionary_decode() if f.name in coded
+             else table.column(i).take(order) for i, f in enumerate(table.schema)]
+    return pa.Table.from_arrays(taken, schema=table.schema)
+
+
+def _is_string(type_: pa.DataType) -> bool:
+    return pa.types.is_string(type_) or pa.types.is_large_string(type_)
+
+
+def _sort_ranks(column: pa.ChunkedArray, encoded: pa.DictionaryArray | None = None
+                ) -> np.ndarray | None:
     """Per row, an int64 that sorts as the column's value does, nulls after every value (None
-    for a type not ranked here: the caller sorts with Arrow)."""
+    for a type not ranked here: the caller sorts with Arrow). A string column is ranked
+    through `encoded`, its dictionary encoding."""
     array = column.combine_chunks()
     valid = None if array.null_count == 0 else np.asarray(
         array.is_valid().to_numpy(zero_copy_only=False), bool)
-    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-        encoded = pc.dictionary_encode(array)
+    if encoded is not None:
         order = pc.array_sort_indices(encoded.dictionary).to_numpy()
         rank = np.empty(len(order), np.int64)
         rank[order] = np.arange(len(order), dtype=np.int64)
