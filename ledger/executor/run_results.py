@@ -71,7 +71,7 @@ def _join(mask: np.ndarray, *pieces: str | pa.Array) -> pa.Array:
 class VectorResults:
     """Results of the lines folded column-wise, as columns: dicts are built once seqs are known."""
 
-    rows: np.ndarray  # line index in the run
+    rows: np.ndarray  # line index in the run, ascending
     is_pull: np.ndarray
     accepted: np.ndarray
     invalid: np.ndarray
@@ -182,6 +182,8 @@ class RunOutput:
         table = pa.concat_tables([slow, fast])
         # every line is in exactly one of the two: line order is the inverse permutation
         at = np.concatenate((rows, v.rows))
+        if len(at) < 2 or bool((at[1:] > at[:-1]).all()):
+            return table  # one of the two only (commits): in line order already
         order = np.empty(len(at), np.int64)
         order[at] = np.arange(len(at))
         return table.take(pa.array(order, pa.int64()))
