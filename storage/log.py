@@ -38,6 +38,7 @@ from storage.errors import (
 from storage.failure import FailureLatch
 from storage.fs import FileSystem, OsFileSystem, remove_quietly, sync_dir
 from storage.lock import WriterLock
+from storage.memory import use_jemalloc
 from storage.reads import RangeReader
 from storage.recovery import (
     READER_RETRIES_MAX,
@@ -152,6 +153,7 @@ class SegmentedLog:
         check_schema(schema)
         if settings is not None:
             check_cluster_columns(schema, settings.cluster_columns)
+        use_jemalloc()
         log_ = cls(
             Path(root),
             schema,
