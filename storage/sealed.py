@@ -393,7 +393,8 @@ def _take(table: pa.Table, order: pa.Array, coded: dict[str, pa.DictionaryArray]
     """`table.take(order)`, the string columns gathered as their dictionary codes and then
     decoded from the (small) dictionary: on a 1M-event segment about half the time of
     gathering the strings themselves from across the column (kind, topic, client_id: 201
-    against 100 ms; the clustering column's codes come from its ranks for free)."""
+    against 108 ms, the encoding included; the clustering column's encoding is the one its
+    ranks are made from)."""
     taken = [coded[f.name].take(order).dictionary_decode() if f.name in coded
              else table.column(i).take(order) for i, f in enumerate(table.schema)]
     return pa.Table.from_arrays(taken, schema=table.schema)
