@@ -52,7 +52,7 @@ from ledger.commands.command import BARRIER_OPS, Command, from_arrow_rows
 from ledger.errors import InvalidInput, LedgerError
 from ledger.executor.handlers import run as run_one
 from ledger.executor.resident import Resident
-from ledger.executor.run_results import RESULT_SCHEMA, RunOutput, VectorResults
+from ledger.executor.run_results import RESULT_SCHEMA, RunOutput, VectorResults, ascending
 from ledger.fold.events import EVENT_SCHEMA, EventBuffer
 from ledger.fold.position import NULL, rows_of
 from ledger.fold.state import BROADCAST, GroupSettings
@@ -751,7 +751,7 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
     events = pa.concat_tables([slow_table, init_events, vec_events])
     # a line's `initial` event comes before its pull: the stable sort keeps this order
     event_line = np.concatenate((np.asarray(slow_event_line, np.int64), init_rows, ev_rows))
-    if len(event_line) < 2 or bool((event_line[1:] >= event_line[:-1]).all()):
+    if ascending(event_line, strict=False):  # a line's events share its number
         sorted_lines = event_line  # one kind of line only (commits): in line order already
     else:
         order = stable_order(event_line)  # merging sorted runs: a take of few jumps

@@ -57,6 +57,15 @@ def results_table(typed: list[Result]) -> pa.Table:
 _REASONS = pa.array(["stale", "invalid"], pa.string())
 
 
+def ascending(values: np.ndarray, *, strict: bool = True) -> bool:
+    """Whether `values` are in ascending order (`strict`: no two equal): rows already in line
+    order need no take."""
+    if len(values) < 2:
+        return True
+    later, earlier = values[1:], values[:-1]
+    return bool((later > earlier).all() if strict else (later >= earlier).all())
+
+
 def _join(mask: np.ndarray, *pieces: str | pa.Array) -> pa.Array:
     """The rows of `mask`, each the concatenation of the pieces (literals or arrays)."""
     picked = pa.array(mask)
@@ -147,7 +156,7 @@ class RunOutput:
         ]
         at = np.concatenate((rows, v.rows[pull], v.rows[accepted], v.rows[refused]))
         lines = pa.concat_arrays([slow, *text])
-        if len(at) < 2 or bool((at[1:] > at[:-1]).all()):
+        if ascending(at):
             return lines  # already in line order (a run of one kind): no copy of every line
         order = np.empty(len(at), np.int64)
         order[at] = np.arange(len(at))
@@ -182,7 +191,7 @@ class RunOutput:
         table = pa.concat_tables([slow, fast])
         # every line is in exactly one of the two: line order is the inverse permutation
         at = np.concatenate((rows, v.rows))
-        if len(at) < 2 or bool((at[1:] > at[:-1]).all()):
+        if ascending(at):
             return table  # one of the two only (commits): in line order already
         order = np.empty(len(at), np.int64)
         order[at] = np.arange(len(at))
