@@ -173,11 +173,13 @@ class Writer:
         return events.num_rows
 
     def close(self) -> None:
-        """List a running seal, checkpoint it, flush the view, release the log."""
+        """Flush the view, list a running seal and checkpoint it, release the log. The view
+        is written first, while a seal still encodes on its thread (neither changes what the
+        other writes): a CLI's close waited for the two one after the other."""
         try:
             if not self.readonly and self.unusable is None:
-                self.settle(checkpoint=True)
                 self.flush_view()
+                self.settle(checkpoint=True)
         finally:
             self.view.close()
             self.log.close()
