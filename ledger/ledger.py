@@ -33,7 +33,7 @@ from ledger.commands.command import (
     from_json,
     from_obj,
 )
-from ledger.commands.ndjson import bulk_table, joined_lines, line_blocks, split_lines
+from ledger.commands.ndjson import lines_bytes, parsed_blocks, split_lines
 from ledger.commands.results import (
     CommitResult,
     GroupDeleteResult,
@@ -279,10 +279,10 @@ class Ledger:
         # keys folded column-wise stay columns from block to block (their Positions are
         # written back before each block's results are yielded)
         resident = Resident(self.writer.state)
-        for block, n_lines in line_blocks(stream, self.settings.apply_batch_commands):
+        for block, n_lines, bulk in parsed_blocks(stream, self.settings.apply_batch_commands,
+                                                  COLUMN_MIN):
             if on_bytes is not None:
                 on_bytes(len(block))
-            bulk = bulk_table(block, n_lines) if n_lines >= COLUMN_MIN else None
             if bulk is not None:
                 yield self._apply_bulk(block, bulk, line, resident)
             else:
@@ -307,8 +307,8 @@ class Ledger:
         parts = list(execute_table(self.writer, table, batch_commands=table.num_rows,
                                    form=JSON, first_line=first_line, overrides=overrides,
                                    resident=resident))
-        text = pa.concat_arrays([lines for lines, _ in parts])
-        return joined_lines(text), len(text), sum(errors for _, errors in parts)
+        text = pa.chunked_array([c for lines, _ in parts for c in lines.chunks], pa.string())
+        return lines_bytes(text), len(text), sum(errors for _, errors in parts)
 
     def apply_table(self, commands: pa.Table | pa.RecordBatch) -> Iterator[list[Result]]:
         """`apply` of a command table: typed results a batch at a time, once durable."""

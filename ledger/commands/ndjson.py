@@ -4,7 +4,8 @@ decoder (`commands.decode_lines`) would.
 
 Batches are as large as `max_lines` while more input is ready at once and are cut early when
 the input pauses (a pipe fed by a live producer), so every line that arrived is answered without
-waiting for the rest of a batch.
+waiting for the rest of a batch. `parsed_blocks` reads and parses the next batch on a thread of
+its own while the caller folds this one.
 
 The bulk reader gives up on a whole batch (None: the caller decodes it line by line) whenever
 the two could differ: a `null` anywhere (JSON null and an absent field are different commands:
@@ -17,11 +18,12 @@ where the table is folded, exactly as for any command table.
 
 from __future__ import annotations
 
-import io
+import queue
 import re
 import select
+import threading
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -100,6 +102,52 @@ def line_blocks(stream: IO[bytes], max_lines: int) -> Iterator[tuple[bytes, int]
         parts, size = [rest], len(rest)
 
 
+def parsed_blocks(stream: IO[bytes], max_lines: int, min_bulk_lines: int
+                  ) -> Iterator[tuple[bytes, int, tuple[pa.Table, np.ndarray] | None]]:
+    """`line_blocks`, each with its `bulk_table` when it holds at least `min_bulk_lines`
+    lines, read and parsed one block ahead on a thread of their own: the next block is read
+    from the input and parsed (pyarrow's reader runs without the GIL) while the caller folds
+    this one. A pause in the input still cuts a block at once. An error reading the input is
+    raised here, after the blocks read before it. The thread is a daemon: a caller that stops
+    early leaves it blocked at most in one read of the input, which does not hold the
+    process open."""
+    ahead: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def offer(kind: str, item: Any) -> bool:
+        """Hand one item over once the caller took the one before; False: it stopped."""
+        while not stop.is_set():
+            try:
+                ahead.put((kind, item), timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for block, n_lines in line_blocks(stream, max_lines):
+                bulk = bulk_table(block, n_lines) if n_lines >= min_bulk_lines else None
+                if not offer("block", (block, n_lines, bulk)):
+                    return
+            offer("end", None)
+        except BaseException as e:  # noqa: BLE001 (raised again on the caller's thread)
+            offer("error", e)
+
+    reader = threading.Thread(target=read, name="ndjson-read-ahead", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kind, item = ahead.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
 def _at_most(block: bytes, max_lines: int) -> Iterator[tuple[bytes, int]]:
     """A block of whole lines as blocks of at most `max_lines` lines."""
     if not block:
@@ -117,11 +165,15 @@ def _at_most(block: bytes, max_lines: int) -> Iterator[tuple[bytes, int]]:
         yield block[start:], n - (len(ends) // max_lines) * max_lines
 
 
-def joined_lines(text: pa.Array) -> bytes:
-    """Each string of `text` followed by a newline, as one bytes object (no object per line)."""
-    lines = pa.concat_arrays([pc.binary_join_element_wise(text, pa.scalar("\n"), "")])
-    offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1)
-    return lines.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]] if len(lines) else b""
+def lines_bytes(lines: pa.ChunkedArray) -> bytes:
+    """The strings of `lines` (each ending in its newline) as one bytes object: one copy of
+    each chunk's characters, no object per line."""
+    views = []
+    for chunk in lines.chunks:
+        if len(chunk):
+            offsets = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+            views.append(memoryview(chunk.buffers()[2])[offsets[0]:offsets[-1]])
+    return b"".join(views)
 
 
 def split_lines(block: bytes) -> list[bytes]:
@@ -153,7 +205,8 @@ def _read(block: bytes) -> pa.Table | None:
     while True:
         try:
             table = pajson.read_json(
-                io.BytesIO(block), read_options=pajson.ReadOptions(block_size=READ_BLOCK_BYTES),
+                pa.BufferReader(block),  # (over the bytes: no copy, unlike a Python stream)
+                read_options=pajson.ReadOptions(block_size=READ_BLOCK_BYTES),
                 parse_options=pajson.ParseOptions(explicit_schema=schema,
                                                   unexpected_field_behavior="infer"))
             break

@@ -852,9 +852,10 @@ def apply_table(job: Job, table: pa.Table | pa.RecordBatch, batch_commands: int,
                 form: str = TYPED, resident: Resident | None = None) -> Iterator[Any]:
     """Apply a command table a batch at a time; yield the results of each appended batch, one
     per line, once its events are durable, in `form`: a list of typed results (TYPED), a
-    RESULT_SCHEMA table (ARROW) or a string array of their JSON lines (JSON). A `resident`
-    given by the caller is shared by the call's tables (one per NDJSON block): its keys stay
-    resident from one to the next, their Positions written back in between."""
+    RESULT_SCHEMA table (ARROW) or a chunked string array of their JSON lines, newlines
+    included (JSON). A `resident` given by the caller is shared by the call's tables (one per
+    NDJSON block): its keys stay resident from one to the next, their Positions written back
+    in between."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     table = _unified(table)
@@ -982,7 +983,7 @@ def _flush(writer: Writer, runs: list[RunOutput], form: str, resident: Resident)
             lines.append(run.json_lines(first))
             errors += run.errors()
             first += run.events.num_rows
-        return (pa.concat_arrays(lines) if lines else pa.array([], pa.string())), errors
+        return pa.chunked_array(lines, pa.string()), errors
     out: list[Any] = []
     for run in runs:
         out += run.final_results(first)

@@ -129,11 +129,11 @@ class RunOutput:
         return slow + (0 if v is None else int((~v.is_pull & ~v.accepted).sum()))
 
     def json_lines(self, first_seq: int) -> pa.Array:
-        """Every line's result as the JSON `apply` prints (one string per line, in line order,
-        exactly msgspec's encoding of its typed result): the lines folded column-wise are
-        written by Arrow string kernels, without a result object each."""
+        """Every line's result as the JSON `apply` prints, its newline included (one string
+        per line, in line order, exactly msgspec's encoding of its typed result): the lines
+        folded column-wise are written by Arrow string kernels, without a result object each."""
         seqs, rows = self._per_command_results(first_seq)
-        slow = pa.array([_encode_json(self.results[i]).decode() for i in rows.tolist()],
+        slow = pa.array([_encode_json(self.results[i]).decode() + "\n" for i in rows.tolist()],
                         pa.string())
         v = self.vector
         if v is None:
@@ -148,11 +148,11 @@ class RunOutput:
         text = [
             _join(pull, '{"line":', line, ',"op":"pull","seq":', seq, ',"next_offset":', offset,
                   ',"generation":', pa.array(v.generation, pa.int64()).cast(pa.string()),
-                  ',"count":', pa.array(v.count, pa.int64()).cast(pa.string()), "}"),
+                  ',"count":', pa.array(v.count, pa.int64()).cast(pa.string()), "}\n"),
             _join(accepted, '{"line":', line, ',"op":"commit","seq":', seq,
-                  ',"accepted":true,"reason":null,"offset":', offset, "}"),
+                  ',"accepted":true,"reason":null,"offset":', offset, "}\n"),
             _join(refused, '{"line":', line, ',"op":"commit","error":"commit refused: ', reason,
-                  '","accepted":false,"reason":"', reason, '","offset":', offset, "}"),
+                  '","accepted":false,"reason":"', reason, '","offset":', offset, "}\n"),
         ]
         at = np.concatenate((rows, v.rows[pull], v.rows[accepted], v.rows[refused]))
         lines = pa.concat_arrays([slow, *text])

@@ -30,7 +30,7 @@ def _apply(root: Path, data: bytes, monkeypatch: pytest.MonkeyPatch, bulk: bool
         taken.append(out is not None)
         return out
 
-    monkeypatch.setattr("ledger.ledger.bulk_table", counted)
+    monkeypatch.setattr(ndjson, "bulk_table", counted)
     if not bulk:
         monkeypatch.setattr(executor, "COLUMN_MIN", 10**12)
     with Ledger.open(root, clock=FakeClock(), segment_events_max=4000,

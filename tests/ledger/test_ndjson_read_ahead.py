@@ -1,0 +1,90 @@
+"""NDJSON `apply` reads and parses the next block on a thread of its own while it folds this one:
+an input that fails part-way answers every block read before the failure and then raises it,
+and a caller that stops early is not held by the reading thread."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger import Ledger
+from tests.support.clock import T0, FakeClock
+
+
+def _commits(n: int, first: int = 0) -> bytes:
+    return b"".join(json.dumps({"op": "commit", "group": "g", "topic": "t", "queue_id": 0,
+                                "offset": first + i, "ts": T0}).encode() + b"\n"
+                    for i in range(n))
+
+
+class _PipeThenFails:
+    """An input whose first read gives whole lines and whose next read fails. Its fileno is an
+    empty pipe's, so the input looks paused after the first read and that block is cut."""
+
+    def __init__(self, data: bytes) -> None:
+        self.reads, self._data = 0, data
+        self._r, self._w = os.pipe()
+
+    def fileno(self) -> int:
+        return self._r
+
+    def read1(self, n: int) -> bytes:
+        self.reads += 1
+        if self.reads == 1:
+            return self._data
+        raise OSError(5, "Input/output error (the disk under the input went away)")
+
+    read = read1
+
+    def close(self) -> None:
+        os.close(self._r)
+        os.close(self._w)
+
+
+def test_an_input_that_fails_answers_the_blocks_before_and_raises(tmp_path: Path) -> None:
+    stream = _PipeThenFails(_commits(300))
+    try:
+        with Ledger.open(tmp_path / "d", clock=FakeClock()) as led:
+            chunks = led.apply_ndjson(stream)  # type: ignore[arg-type]
+            text, lines, errors = next(chunks)
+            assert (lines, errors) == (300, 0)
+            assert [json.loads(x)["offset"] for x in bytes(text).splitlines()] == list(range(300))
+            with pytest.raises(OSError, match="Input/output error"):
+                next(chunks)
+            assert led.committed("g", "t", 0) == 299  # what was answered is durable
+    finally:
+        stream.close()
+
+
+def test_a_caller_that_stops_early_is_not_held_by_the_reader(tmp_path: Path) -> None:
+    """A live producer that stays silent: the caller stops after the first block while the
+    reading thread waits for input; closing the generator returns at once, and the thread
+    ends once the input does, without handing over what it read."""
+    r, w = os.pipe()
+    reader = os.fdopen(r, "rb", buffering=0)
+    try:
+        os.write(w, _commits(200))
+        with Ledger.open(tmp_path / "d", clock=FakeClock()) as led:
+            chunks = led.apply_ndjson(reader)
+            _, lines, _ = next(chunks)
+            assert lines == 200
+            started = time.monotonic()
+            chunks.close()
+            assert time.monotonic() - started < 5
+            os.write(w, _commits(10, first=200))  # read by the thread, never folded
+            os.close(w)
+            w = -1
+            deadline = time.monotonic() + 30
+            while any(t.name == "ndjson-read-ahead" for t in threading.enumerate()):
+                assert time.monotonic() < deadline, "the reading thread did not end"
+                time.sleep(0.01)
+            assert led.committed("g", "t", 0) == 199
+    finally:
+        reader.close()
+        if w >= 0:
+            os.close(w)
