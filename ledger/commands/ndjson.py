@@ -55,7 +55,7 @@ BULK_SCHEMA = pa.schema([
     ("owner_only", pa.bool_()),
 ])
 CORE = ("op", "group", "topic", "queue_id", "client", "offset", "max", "ts")
-#: Bytes per parallel block of the reader (two cores parse two at once).
+#: Bytes per block of the reader's own (it parses them one after another: see `_read`).
 READ_BLOCK_BYTES = 1 << 20
 _FIELDS_OF_OP = {op: frozenset(t.__struct_fields__) | {"op"} for op, t in BY_OP.items()}
 #: Fields a command takes as a number or as text (times, durations): a batch that gives one of
@@ -206,7 +206,8 @@ def _read(block: bytes) -> pa.Table | None:
         try:
             table = pajson.read_json(
                 pa.BufferReader(block),  # (over the bytes: no copy, unlike a Python stream)
-                read_options=pajson.ReadOptions(block_size=READ_BLOCK_BYTES),
+                # one core: the block is parsed beside the fold of the one before
+                read_options=pajson.ReadOptions(block_size=READ_BLOCK_BYTES, use_threads=False),
                 parse_options=pajson.ParseOptions(explicit_schema=schema,
                                                   unexpected_field_behavior="infer"))
             break
