@@ -268,9 +268,9 @@ class Writer:
         # the append (a retrying client would write it twice). Both are derived and retried:
         # the next seal or interval checkpoints again, and touched rows stay dirty until a
         # flush succeeds (every read flushes first, and reports the error then).
-        cps = self.log.checkpoints()
+        newest = self.log.newest_checkpoint_seq()
         checkpoint = (result.sealed or self._seal_without_checkpoint
-                      or (self.log.next_seq - (cps[-1] if cps else 0)
+                      or (self.log.next_seq - (newest or 0)
                           >= self.settings.checkpoint_interval_events))
         self._batches_since_flush += 1
         flush = (self._batches_since_flush >= self.settings.view_flush_batches
@@ -278,8 +278,8 @@ class Writer:
         if (checkpoint or flush) and before_derived is not None:
             before_derived()
         try:
-            if checkpoint:
-                self.checkpoint()
+            if checkpoint:  # the state's table built here, its file written on the log's thread
+                self.checkpoint(background=True)
             if flush:  # the DuckDB part on the view's thread: no stall of the next append
                 self.flush_view(background=True)
         except (StorageError, OSError, duckdb.Error) as e:
@@ -302,14 +302,17 @@ class Writer:
         except (StorageError, OSError) as e:
             logger.warning("a background seal could not be listed (retried later): %s", e)
 
-    def checkpoint(self) -> None:
-        """The state at the log end as a checkpoint; only while the state equals the log."""
+    def checkpoint(self, *, background: bool = False) -> None:
+        """The state at the log end as a checkpoint; only while the state equals the log.
+        `background`: its file is written on the log's checkpoint thread (listed once durable;
+        `log.checkpoints()` waits for it), so the next append need not wait."""
         if not self.in_step():
             logger.warning("checkpoint skipped: the state holds events not yet in the log")
             return
         table = state_to_table(self.state)
         meta = {CHECKPOINT_TS_KEY: str(self.state.last_ts).encode()}
-        self.log.write_checkpoint(self.log.next_seq, table.replace_schema_metadata(meta))
+        write = self.log.start_checkpoint if background else self.log.write_checkpoint
+        write(self.log.next_seq, table.replace_schema_metadata(meta))
         self._seal_without_checkpoint = False
 
     def flush_view(self, *, background: bool = False) -> None:
