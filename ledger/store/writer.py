@@ -178,8 +178,10 @@ class Writer:
         other writes): a CLI's close waited for the two one after the other."""
         try:
             if not self.readonly and self.unusable is None:
-                self.flush_view()
-                self.settle(checkpoint=True)
+                try:
+                    self.flush_view()
+                finally:  # (a view that cannot be written still gets the seal listed)
+                    self.settle(checkpoint=True)
         finally:
             self.view.close()
             self.log.close()
