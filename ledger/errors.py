@@ -26,6 +26,10 @@ class RefusedError(LedgerError):
         super().__init__(message)
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[RefusedError], tuple[str, str]]:
+        """Pickled with both arguments (the server's writer process sends errors pickled)."""
+        return type(self), (self.reason, str(self))
+
 
 class HistoryUnavailable(LedgerError):
     """A question about history older than the log start (after log retention)."""

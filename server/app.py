@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from ledger import InvalidInput, Ledger
+from ledger import InvalidInput
 from ledger.reads.documents import encode_json
 from server.committer import BatchStats, Committer
 from server.console import ConsoleFiles
@@ -60,13 +60,14 @@ class App:
         root = Path(settings.data_dir)
         self.tokens = TokenFile.load(Path(settings.tokens)) if settings.tokens else None
         stats = BatchStats()
-        committer = Committer(lambda: Ledger.open(root), loop,
+        committer = Committer(root, loop,
                               batch_commands_max=settings.batch_commands_max,
                               pending_commands_max=settings.pending_commands_max, stats=stats)
         reads = ReadSide(root, loop)
         self.metrics = metrics = Metrics(reads)
         stats.observe = metrics.batch
         stats.refused = metrics.commit_refused
+        stats.restarted = metrics.writer_restarted
         self.api = Api(settings, committer, reads, tokens_on=self.tokens is not None)
         self.openapi = encode_json(openapi_document(tokens=self.tokens is not None))
         # granian starts listening after this returns, before it runs the loop: say "serving"
@@ -86,7 +87,8 @@ class App:
         if self.api is not None:
             # a runaway query would hold the process at exit (its thread is joined): stop it
             self.api.reads.interrupt_all("the server is shutting down")
-            self.api.committer.stop(self.api.settings.shutdown_timeout_s)
+            # granian calls this once its loop has stopped: run it for the committer's drain
+            loop.run_until_complete(self.api.committer.stop(self.api.settings.shutdown_timeout_s))
             self.api.reads.close()
 
     def _interrupt_reads(self) -> None:

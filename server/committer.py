@@ -1,36 +1,48 @@
 """Group commit (PostgreSQL's WAL writer, TigerBeetle's batching): requests from any number of
-connections join one queue; one writer thread drains whatever is queued (up to a batch limit),
-runs it through the ledger as one batch (one fsync), then answers every request in it. No
-answer leaves before its events are durable, and batch size grows with load while latency
-stays near one fsync.
+connections join one queue; whenever the writer is free, everything queued (up to a batch
+limit) goes to it as one batch (one fsync), and every request in it is answered once the batch
+is durable. No answer leaves before its events are durable, and batch size grows with load
+while latency stays near one fsync.
 
-Requests come from the event loop and wait on the loop's own futures: the writer hands a
-batch's answers back in one callback (one wake-up of the loop per batch, not one per request,
-and none of `concurrent.futures`' locks and conditions per request).
-
-The writer thread is the only one that touches the writing Ledger. Stopping stops accepting,
-answers everything already accepted, and closes the ledger (view flush, checkpoint).
+The writing Ledger lives in a process of its own (server/writer_process.py), so its fold and
+append take no turns on the event loop's GIL. The loop itself speaks to it: it sends a batch on
+the writer's socket and reads the answer when the socket is readable, then sets each request's
+future; no thread, no hand-off between threads, two wake-ups per batch. A writer that dies
+fails the batch it held (unacknowledged: its fate is unknown, as after any crash) and another
+one is started off the loop (recovery), while requests wait in the queue. Stopping stops
+accepting, answers everything already accepted, and closes the ledger (view flush,
+checkpoint).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from ledger import Ledger, LedgerUnusable
 from ledger.commands.command import Command
 from ledger.commands.results import CommitResult, Result
 from ledger.errors import LedgerError
-from server.handoff import Answer, hand_over
+from ledger.reads.generations import QueueGeneration, QueueRef
+from server.writer_process import (
+    Answered,
+    Frames,
+    WriterProcess,
+    Written,
+    decode_answer,
+    died,
+    encode_batch,
+    encode_generations,
+    error_of,
+    frame,
+    results_of,
+)
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class Busy(Exception):
@@ -51,35 +63,56 @@ class _Request:
 
 
 @dataclass
+class _Call:
+    """A question for the writer's state (generations), asked between two batches."""
+
+    message: bytes
+    waiter: asyncio.Future[list[QueueGeneration]]
+
+
+@dataclass
+class _InFlight:
+    """What the writer holds: a batch of requests or a call, and when it was sent."""
+
+    requests: list[_Request] = field(default_factory=list)
+    call: _Call | None = None
+    commands: list[Command | LedgerError] = field(default_factory=list)
+    sent: float = 0.0
+
+
+@dataclass
 class BatchStats:
     """What the metrics report: batches, their commands and their durations."""
 
     observe: Callable[[int, float, float], None] = lambda commands, batch_s, append_s: None
     #: A commit a rule refused: its group and the reason (stale, fenced, invalid).
     refused: Callable[[str, str], None] = lambda group, reason: None
+    #: The writer process died and another one starts.
+    restarted: Callable[[], None] = lambda: None
 
 
 class Committer:
-    """One writer thread draining one queue into `Ledger.submit_decoded`; requests come from
-    the event loop `loop` and are answered on it."""
+    """The queue and the writer process of `root` (its recovery done when this returns);
+    everything runs on the event loop `loop`."""
 
-    def __init__(self, open_ledger: Callable[[], Ledger], loop: asyncio.AbstractEventLoop, *,
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop, *,
                  batch_commands_max: int, pending_commands_max: int,
                  stats: BatchStats | None = None) -> None:
-        self._open = open_ledger
+        self._root = root
         self._loop = loop
-        self.ledger = open_ledger()
+        self.stats = stats or BatchStats()
         self.batch_commands_max = batch_commands_max
         self.pending_commands_max = pending_commands_max
-        self.stats = stats or BatchStats()
-        self._queue: deque[_Request] = deque()
-        self._pending = 0
-        self._cond = threading.Condition()
-        #: Held while a batch folds and appends: what `read_current` reads is durable.
-        self._batch_lock = threading.Lock()
+        self._queue: deque[_Request | _Call] = deque()
+        self._pending = 0  # commands queued, not yet sent
+        self._in_flight: _InFlight | None = None
+        self._out = b""  # what the socket did not take yet
+        self._frames = Frames()
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
-        self._thread.start()
+        self._idle: asyncio.Future[None] | None = None
+        self._restarting = False
+        self.writer: WriterProcess | None = None
+        self._attach(WriterProcess(root))
 
     def submit(self, commands: Sequence[Command | LedgerError],
                actor: str | Sequence[str | None] | None,
@@ -88,103 +121,208 @@ class Committer:
         """Queue a request's commands (called on the loop); the future gives their results
         once durable. `actor`: one for all, or one per command (None: the command's claim);
         `backfill`: the sender may give a `ts` beyond the clock skew."""
+        if self._stopping:
+            raise Stopping("the server is shutting down")
+        if self._pending and self._pending + len(commands) > self.pending_commands_max:
+            raise Busy(f"{self._pending} commands wait to be written: retry later")
         request = _Request(commands, actor, denied, backfill, self._loop.create_future())
-        with self._cond:
-            if self._stopping:
-                raise Stopping("the server is shutting down")
-            if self._pending and self._pending + len(commands) > self.pending_commands_max:
-                raise Busy(f"{self._pending} commands wait to be written: retry later")
-            self._queue.append(request)
-            self._pending += len(commands)
-            self._cond.notify()
+        self._queue.append(request)
+        self._pending += len(commands)
+        self._send_next()
         return request.waiter
 
-    def read_current(self, fn: Callable[[Ledger], T]) -> T:
-        """`fn(ledger)` on the writer's in-memory state between two batches (never one in
-        flight: its events are durable): the reads of what is current now that cost a lookup
-        (generations), with no DuckDB and no log. Waits for at most the batch in hand."""
-        with self._batch_lock:
-            return fn(self.ledger)
+    async def generations(self, group: str, queues: list[QueueRef] | None
+                          ) -> list[QueueGeneration]:
+        """`Ledger.generations` on the writer's in-memory state between two batches (never one
+        in flight: its events are durable): what is current now, at the cost of a lookup, with
+        no DuckDB and no log. Waits for at most the batch in hand."""
+        if self._stopping:
+            raise Stopping("the server is shutting down")
+        call = _Call(encode_generations(group, queues), self._loop.create_future())
+        self._queue.append(call)
+        self._send_next()
+        return await call.waiter
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Accept nothing more; answer what was accepted; close the ledger."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        self._thread.join(timeout)
-
-    # ---------------------------------------------------------------- the writer thread
-    def _take(self) -> list[_Request] | None:
-        with self._cond:
-            while not self._queue and not self._stopping:
-                self._cond.wait()
-            if not self._queue:
-                return None
-            batch: list[_Request] = []
-            size = 0
-            while self._queue and (not batch or size + len(self._queue[0].commands)
-                                   <= self.batch_commands_max):
-                request = self._queue.popleft()
-                batch.append(request)
-                size += len(request.commands)
-            self._pending -= size
-            return batch
-
-    def _run(self) -> None:
-        try:
-            while (batch := self._take()) is not None:
-                with self._batch_lock:
-                    self._write(batch)
-        finally:
+    async def stop(self, timeout: float | None = None) -> None:
+        """Accept nothing more; answer what was accepted (for at most `timeout` seconds);
+        close the ledger."""
+        self._stopping = True
+        if self._queue or self._in_flight is not None or self._restarting:
+            self._idle = self._loop.create_future()
             try:
-                self.ledger.close()
-            except Exception:  # closing derived data; the log is already durable
-                logger.exception("closing the ledger failed")
+                await asyncio.wait_for(asyncio.shield(self._idle), timeout)
+            except TimeoutError:
+                logger.error("%d request(s) not written within %s s of the stop",
+                             len(self._queue) + (self._in_flight is not None), timeout)
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            self._detach(writer)
+            await asyncio.to_thread(writer.close, timeout)
 
-    def _write(self, batch: list[_Request]) -> None:
-        commands: list[Command | LedgerError] = []
-        actors: list[str | None] = []
-        denied: list[str | None] = []
-        backfill: list[bool] = []
-        for r in batch:
-            commands.extend(r.commands)
-            n = len(r.commands)
-            actors.extend([r.actor] * n if r.actor is None or isinstance(r.actor, str)
-                          else r.actor)
-            denied.extend(r.denied if r.denied is not None else [None] * n)
-            backfill.extend([r.backfill] * n)
-        started = time.perf_counter()
-        try:
-            results = self.ledger.submit_decoded(commands, actor=actors, denied=denied,
-                                                 backfill=backfill)
-        except BaseException as e:  # a failed write: nothing of this batch is acknowledged
-            hand_over(self._loop, [(r.waiter, None, e) for r in batch])
-            if isinstance(e, LedgerUnusable) or self.ledger.writer.unusable is not None:
-                self._reopen()
-            if not isinstance(e, Exception):
-                raise
+    # ---------------------------------------------------------------- the writer's socket
+    def _attach(self, writer: WriterProcess) -> None:
+        writer.sock.setblocking(False)
+        self.writer = writer
+        self._out = b""
+        self._frames = Frames()
+        self._loop.add_reader(writer.sock.fileno(), self._readable)
+
+    def _detach(self, writer: WriterProcess) -> None:
+        self._loop.remove_reader(writer.sock.fileno())
+        self._loop.remove_writer(writer.sock.fileno())
+
+    def _send_next(self) -> None:
+        """Send what is queued, if the writer is free: a call alone, or the requests at the
+        head of the queue up to the batch limit."""
+        if self._in_flight is not None or not self._queue:
             return
-        self.stats.observe(len(commands), time.perf_counter() - started,
-                           self.ledger.writer.last_append_s)
+        if self.writer is None:  # a start failed before: try again for what waits now
+            if not self._restarting:
+                self._restart()
+            return
+        flight = _InFlight()
+        head = self._queue[0]
+        if isinstance(head, _Call):
+            self._queue.popleft()
+            flight.call = head
+            message = head.message
+        else:
+            actors: list[str | None] = []
+            denied: list[str | None] = []
+            backfill: list[bool] = []
+            commands = flight.commands
+            while self._queue:
+                r = self._queue[0]
+                if isinstance(r, _Call) or (flight.requests and len(commands) + len(r.commands)
+                                            > self.batch_commands_max):
+                    break
+                self._queue.popleft()
+                flight.requests.append(r)
+                n = len(r.commands)
+                commands.extend(r.commands)
+                actors.extend([r.actor] * n if r.actor is None or isinstance(r.actor, str)
+                              else r.actor)
+                denied.extend(r.denied if r.denied is not None else [None] * n)
+                backfill.extend([r.backfill] * n)
+            self._pending -= len(commands)
+            message = encode_batch(commands, actors, denied, backfill)
+        flight.sent = time.perf_counter()
+        self._in_flight = flight
+        self._send(frame(message))
+
+    def _send(self, data: bytes) -> None:
+        assert self.writer is not None
+        try:
+            sent = self.writer.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # the writer is gone: its end of file is read next
+            return
+        self._out = data[sent:]
+        if self._out:
+            self._loop.add_writer(self.writer.sock.fileno(), self._writable)
+
+    def _writable(self) -> None:
+        assert self.writer is not None
+        self._loop.remove_writer(self.writer.sock.fileno())
+        self._send(self._out)
+
+    def _readable(self) -> None:
+        assert self.writer is not None
+        try:
+            data = self.writer.sock.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._writer_died()
+            return
+        for payload in self._frames.feed(data):
+            self._answered(payload)
+        self._send_next()
+        self._maybe_idle()
+
+    def _maybe_idle(self) -> None:
+        """Tell a stop waiting for the queue to drain that it has."""
+        if self._idle is not None and not self._idle.done() and not self._queue \
+                and self._in_flight is None and not self._restarting:
+            self._idle.set_result(None)
+
+    def _answered(self, payload: bytes) -> None:
+        flight, self._in_flight = self._in_flight, None
+        assert flight is not None
+        answer = decode_answer(payload)
+        if flight.call is not None:
+            waiter = flight.call.waiter
+            if not waiter.done():
+                if isinstance(answer, Answered):
+                    waiter.set_result(answer.generations)
+                else:
+                    waiter.set_exception(error_of(answer))
+            return
+        if not isinstance(answer, Written):  # a failed write: nothing of it is acknowledged
+            error = error_of(answer)
+            for r in flight.requests:
+                if not r.waiter.done():
+                    r.waiter.set_exception(error)
+            return
+        results = results_of(answer)
+        commands = flight.commands
+        self.stats.observe(len(commands), time.perf_counter() - flight.sent, answer.append_s)
         for cmd, result in zip(commands, results, strict=True):
             if type(result) is CommitResult and result.reason is not None:
                 self.stats.refused(cmd.group, result.reason)  # type: ignore[union-attr]
         at = 0
-        answers: list[Answer] = []
-        for r in batch:
+        for r in flight.requests:
             mine = results[at:at + len(r.commands)]
             for result in mine:
                 result.line -= at
             at += len(r.commands)
-            answers.append((r.waiter, mine, None))
-        hand_over(self._loop, answers)  # one wake-up of the loop for the whole batch
+            if not r.waiter.done():  # its client left: passed over, its commands durable
+                r.waiter.set_result(mine)
 
-    def _reopen(self) -> None:
-        """After a failed write the state may be ahead of the log: start again from disk."""
-        logger.error("the ledger failed a write; reopening it from its log")
-        try:
-            self.ledger.close()
-        except Exception:
-            logger.exception("closing the failed ledger")
-        self.ledger = self._open()
+    def _writer_died(self) -> None:
+        """The writer is gone: the batch it held fails; another one starts off the loop."""
+        writer, self.writer = self.writer, None
+        assert writer is not None
+        self._detach(writer)
+        writer.sock.close()
+        flight, self._in_flight = self._in_flight, None
+        if flight is not None:
+            error = died()
+            for waiter in ([flight.call.waiter] if flight.call is not None
+                           else [r.waiter for r in flight.requests]):
+                if not waiter.done():
+                    waiter.set_exception(error)
+        self._restart(writer)
 
+    def _restart(self, dead: WriterProcess | None = None) -> None:
+        """Another writer process, started (and the dead one reaped) off the loop; what is
+        queued goes to it. If it cannot start, what waits fails with the reason, and the next
+        request tries again."""
+        self._restarting = True
+
+        def start() -> WriterProcess:
+            if dead is not None:
+                code = dead.reap()
+                logger.error("the writer process exited (code %s): starting another", code)
+            return WriterProcess(self._root)
+
+        def started(task: asyncio.Future[WriterProcess]) -> None:
+            self._restarting = False
+            error = task.exception()
+            if error is None:
+                self.stats.restarted()
+                self._attach(task.result())
+                self._send_next()
+            else:
+                logger.error("starting another writer process failed: %s", error)
+                while self._queue:
+                    item = self._queue.popleft()
+                    if not item.waiter.done():
+                        item.waiter.set_exception(error)
+                self._pending = 0
+            self._maybe_idle()
+
+        self._loop.run_in_executor(None, start).add_done_callback(started)

@@ -88,6 +88,9 @@ class Metrics:
             "offset_ledger_commits_refused", "Commits a rule refused since the server started "
             "(refusals append nothing to the log): fenced ones are zombies and clients from "
             "before a reset", ("consumer_group", "reason"), registry=self.registry)
+        self.writer_restarts = Counter(
+            "offset_ledger_writer_restarts", "Times the writer process died (its batch in hand "
+            "unacknowledged) and another one recovered the log", registry=self.registry)
         self.collector_pauses = Histogram(
             "offset_ledger_gc_pause_seconds", "Pauses of Python's cyclic garbage collector, by "
             "generation (every thread waits while it runs)", ("generation",),
@@ -122,6 +125,9 @@ class Metrics:
         self.batch_commands.observe(commands)
         self.batch_seconds.observe(batch_s)
         self.fsync_seconds.observe(append_s)
+
+    def writer_restarted(self) -> None:
+        self.writer_restarts.inc()
 
     def commit_refused(self, group: str, reason: str) -> None:
         """A refused commit, counted on its (group, reason) child, looked up once per pair (a

@@ -288,8 +288,10 @@ async def generations(api: Api, req: Request) -> Answer:
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise HttpError(400, 'generations takes {"queues": [{"topic": ..., "queue_id": ...}]}: '
                              f"{e}") from None
-    return _json(200, await asyncio.to_thread(
-        api.committer.read_current, lambda led: led.generations(group, query.queues)))
+    try:
+        return _json(200, await api.committer.generations(group, query.queues))
+    except Stopping as e:
+        raise HttpError(503, str(e)) from None
 
 
 async def lag(api: Api, req: Request) -> Answer:

@@ -17,7 +17,7 @@ def test_a_request_whose_client_left_is_written_and_the_writer_goes_on(tmp_path:
     async def run() -> list:
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _, context: errors.append(context))
-        committer = Committer(lambda: Ledger.open(tmp_path), loop, batch_commands_max=64,
+        committer = Committer(tmp_path, loop, batch_commands_max=64,
                               pending_commands_max=1_000)
         try:
             gone = committer.submit([Commit(group="g", topic="t", queue_id=0, offset=5)], None)
@@ -25,7 +25,7 @@ def test_a_request_whose_client_left_is_written_and_the_writer_goes_on(tmp_path:
             answers = [await asyncio.wait_for(committer.submit(
                 [Commit(group="g", topic="t", queue_id=q, offset=7)], None), 30) for q in (0, 1)]
         finally:
-            await asyncio.to_thread(committer.stop, 30)
+            await committer.stop(30)
         return answers
 
     answers = asyncio.run(run())
