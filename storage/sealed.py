@@ -376,7 +376,8 @@ def cluster_order(table: pa.Table, columns: Sequence[str]) -> pa.Table:
     """The rows of a segment sorted by the clustering `columns`, then seq (nulls last): the
     layout of a clustered sealed segment. Each column is sorted as integer ranks (a string
     column's through its dictionary, sorted once) by numpy's lexsort: 3.7x faster than Arrow's
-    multi-key sort of the strings on a 1M-event segment (97 against 363 ms)."""
+    multi-key sort of the strings on a 1M-event segment (97 against 363 ms); a segment as the
+    log wrote it (seq ascending) as one packed integer per row (`_packed_order`)."""
     coded = {f.name: pc.dictionary_encode(table.column(f.name).combine_chunks())
              for f in table.schema if _is_string(f.type)}
     ranks = [_sort_ranks(table.column(name), coded.get(name)) for name in columns]
@@ -385,8 +386,34 @@ def cluster_order(table: pa.Table, columns: Sequence[str]) -> pa.Table:
         order = pc.sort_indices(table, sort_keys=keys)
     else:
         seqs = table.column("seq").to_numpy()
-        order = pa.array(np.lexsort([seqs, *reversed(ranks)]), pa.int64())  # last key first
+        known = [r for r in ranks if r is not None]
+        packed = _packed_order(known, seqs)
+        order = pa.array(np.lexsort([seqs, *reversed(known)]) if packed is None else packed,
+                         pa.int64())  # lexsort: last key first
     return _take(table, order, coded)
+
+
+def _packed_order(ranks: list[np.ndarray], seqs: np.ndarray) -> np.ndarray | None:
+    """The order of `ranks` then seq as one sort of int64s, when seq ascends row by row (a
+    segment as written) and each row's ranks and row number fit in 63 bits together: each rank
+    less its minimum, then the row number, packed side by side, sort as the tuple does (seq
+    ascends with the row number), and the low bits give the row back. A 1M-event segment's
+    group, topic and queue: 15 against 141 ms for lexsort. None where it does not apply."""
+    n = len(seqs)
+    if n < 2 or not bool((seqs[1:] > seqs[:-1]).all()):
+        return None
+    row_bits = (n - 1).bit_length()
+    spans = [(int(r.min()), int(r.max()) - int(r.min())) for r in ranks]
+    if row_bits + sum(span.bit_length() for _, span in spans) > 63:
+        return None
+    key = np.zeros(n, np.int64)
+    for r, (low, span) in zip(ranks, spans, strict=True):
+        key <<= span.bit_length()
+        key |= r - low  # below 2**63 by its span: int64's wrap-around gives it exactly
+    key <<= row_bits
+    key |= np.arange(n, dtype=np.int64)
+    key.sort()
+    return key & ((1 << row_bits) - 1)
 
 
 def _take(table: pa.Table, order: pa.Array, coded: dict[str, pa.DictionaryArray]) -> pa.Table:
