@@ -1,17 +1,18 @@
 """Group commit (PostgreSQL's WAL writer, TigerBeetle's batching): requests from any number of
-connections join one queue; whenever the writer is free, everything queued (up to a batch
-limit) goes to it as one batch (one fsync), and every request in it is answered once the batch
-is durable. No answer leaves before its events are durable, and batch size grows with load
-while latency stays near one fsync.
+connections are written together, one fsync for all that waited, and every request is answered
+once its events are durable. No answer leaves before its events are durable, and batch size
+grows with load while latency stays near one fsync.
 
 The writing Ledger lives in a process of its own (server/writer_process.py), so its fold and
-append take no turns on the event loop's GIL. The loop itself speaks to it: it sends a batch on
-the writer's socket and reads the answer when the socket is readable, then sets each request's
-future; no thread, no hand-off between threads, two wake-ups per batch. A writer that dies
-fails the batch it held (unacknowledged: its fate is unknown, as after any crash) and another
-one is started off the loop (recovery), while requests wait in the queue. Stopping stops
-accepting, answers everything already accepted, and closes the ledger (view flush,
-checkpoint).
+append take no turns on the event loop's GIL. The loop itself speaks to it: the requests of one
+turn of the loop go to the writer's socket as one batch at the end of that turn (never held
+back), and the answers are read when the socket is readable, in the order sent, each setting
+its requests' futures; no thread, no hand-off between threads. The writer takes every batch
+waiting in the pipe as one write: while it writes, the next batch gathers there, so it never
+waits for the loop. A writer that dies fails the batches it held (unacknowledged: their fate
+is unknown, as after any crash) and another one is started off the loop (recovery), while
+requests wait in the queue. Stopping stops accepting, answers everything already accepted, and
+closes the ledger (view flush, checkpoint).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class _Call:
 
 @dataclass
 class _InFlight:
-    """What the writer holds: a batch of requests or a call, and when it was sent."""
+    """A batch the writer holds: its requests, or a call, and when it was sent."""
 
     requests: list[_Request] = field(default_factory=list)
     call: _Call | None = None
@@ -104,15 +105,16 @@ class Committer:
         self.batch_commands_max = batch_commands_max
         self.pending_commands_max = pending_commands_max
         self._queue: deque[_Request | _Call] = deque()
-        self._pending = 0  # commands queued, not yet sent
-        self._in_flight: _InFlight | None = None
-        self._out = b""  # what the socket did not take yet
+        self._pending = 0  # commands accepted, not yet answered
+        self._in_flight: deque[_InFlight] = deque()  # sent, in the order sent
+        self._flushing = False  # a send is due at the end of this turn of the loop
+        self._out = bytearray()  # what the socket did not take yet
         self._frames = Frames()
         self._stopping = False
         self._idle: asyncio.Future[None] | None = None
         self._restarting = False
         self.writer: WriterProcess | None = None
-        self._attach(WriterProcess(root))
+        self._attach(WriterProcess(root, batch_commands_max))
 
     def submit(self, commands: Sequence[Command | LedgerError],
                actor: str | Sequence[str | None] | None,
@@ -128,7 +130,7 @@ class Committer:
         request = _Request(commands, actor, denied, backfill, self._loop.create_future())
         self._queue.append(request)
         self._pending += len(commands)
-        self._send_next()
+        self._flush_soon()
         return request.waiter
 
     async def generations(self, group: str, queues: list[QueueRef] | None
@@ -140,20 +142,21 @@ class Committer:
             raise Stopping("the server is shutting down")
         call = _Call(encode_generations(group, queues), self._loop.create_future())
         self._queue.append(call)
-        self._send_next()
+        self._flush_soon()
         return await call.waiter
 
     async def stop(self, timeout: float | None = None) -> None:
         """Accept nothing more; answer what was accepted (for at most `timeout` seconds);
         close the ledger."""
         self._stopping = True
-        if self._queue or self._in_flight is not None or self._restarting:
+        if self._queue or self._in_flight or self._restarting:
             self._idle = self._loop.create_future()
             try:
                 await asyncio.wait_for(asyncio.shield(self._idle), timeout)
             except TimeoutError:
                 logger.error("%d request(s) not written within %s s of the stop",
-                             len(self._queue) + (self._in_flight is not None), timeout)
+                             len(self._queue) + sum(len(f.requests) or 1
+                                                    for f in self._in_flight), timeout)
         writer, self.writer = self.writer, None
         if writer is not None:
             self._detach(writer)
@@ -163,7 +166,7 @@ class Committer:
     def _attach(self, writer: WriterProcess) -> None:
         writer.sock.setblocking(False)
         self.writer = writer
-        self._out = b""
+        self._out = bytearray()
         self._frames = Frames()
         self._loop.add_reader(writer.sock.fileno(), self._readable)
 
@@ -171,61 +174,88 @@ class Committer:
         self._loop.remove_reader(writer.sock.fileno())
         self._loop.remove_writer(writer.sock.fileno())
 
-    def _send_next(self) -> None:
-        """Send what is queued, if the writer is free: a call alone, or the requests at the
-        head of the queue up to the batch limit."""
-        if self._in_flight is not None or not self._queue:
+    def _flush_soon(self) -> None:
+        """Send what is queued once this turn of the loop has run: the requests that arrived
+        in one turn go as one batch."""
+        if not self._flushing:
+            self._flushing = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Everything queued to the writer: a call alone, requests in batches of at most the
+        batch limit, in the order they came."""
+        self._flushing = False
+        if not self._queue:
             return
-        if self.writer is None:  # a start failed before: try again for what waits now
+        if self.writer is None:  # starting, or a start failed before: try again for these
             if not self._restarting:
                 self._restart()
             return
-        flight = _InFlight()
-        head = self._queue[0]
-        if isinstance(head, _Call):
-            self._queue.popleft()
-            flight.call = head
-            message = head.message
-        else:
-            actors: list[str | None] = []
-            denied: list[str | None] = []
-            backfill: list[bool] = []
-            commands = flight.commands
-            while self._queue:
-                r = self._queue[0]
-                if isinstance(r, _Call) or (flight.requests and len(commands) + len(r.commands)
-                                            > self.batch_commands_max):
-                    break
+        out = bytearray()
+        now = time.perf_counter()
+        while self._queue:
+            flight = _InFlight(sent=now)
+            head = self._queue[0]
+            if isinstance(head, _Call):
                 self._queue.popleft()
-                flight.requests.append(r)
-                n = len(r.commands)
-                commands.extend(r.commands)
-                actors.extend([r.actor] * n if r.actor is None or isinstance(r.actor, str)
-                              else r.actor)
-                denied.extend(r.denied if r.denied is not None else [None] * n)
-                backfill.extend([r.backfill] * n)
-            self._pending -= len(commands)
-            message = encode_batch(commands, actors, denied, backfill)
-        flight.sent = time.perf_counter()
-        self._in_flight = flight
-        self._send(frame(message))
+                flight.call = head
+                message = head.message
+            else:
+                message = self._batch(flight)
+            self._in_flight.append(flight)
+            out += frame(message)
+        self._send(out)
 
-    def _send(self, data: bytes) -> None:
+    def _batch(self, flight: _InFlight) -> bytes:
+        """The requests at the head of the queue, up to the batch limit (one at least), as
+        one batch in `flight`."""
+        actors: list[str | None] = []
+        denied: list[str | None] = []
+        backfill: list[bool] = []
+        commands = flight.commands
+        while self._queue:
+            r = self._queue[0]
+            if isinstance(r, _Call) or (flight.requests and len(commands) + len(r.commands)
+                                        > self.batch_commands_max):
+                break
+            self._queue.popleft()
+            flight.requests.append(r)
+            n = len(r.commands)
+            commands.extend(r.commands)
+            actors.extend([r.actor] * n if r.actor is None or isinstance(r.actor, str)
+                          else r.actor)
+            denied.extend(r.denied if r.denied is not None else [None] * n)
+            backfill.extend([r.backfill] * n)
+        return encode_batch(commands, actors, denied, backfill)
+
+    def _send(self, data: bytes | bytearray) -> None:
+        """`data` to the writer's socket after what waits already; what it does not take
+        now goes when it is writable."""
         assert self.writer is not None
+        if self._out:
+            self._out += data
+            return
         try:
             sent = self.writer.sock.send(data)
         except BlockingIOError:
             sent = 0
         except OSError:  # the writer is gone: its end of file is read next
             return
-        self._out = data[sent:]
-        if self._out:
+        if sent < len(data):
+            self._out = bytearray(data[sent:])
             self._loop.add_writer(self.writer.sock.fileno(), self._writable)
 
     def _writable(self) -> None:
         assert self.writer is not None
-        self._loop.remove_writer(self.writer.sock.fileno())
-        self._send(self._out)
+        try:
+            sent = self.writer.sock.send(self._out)
+        except BlockingIOError:
+            return
+        except OSError:  # the writer is gone: its end of file is read next
+            sent = len(self._out)
+        del self._out[:sent]
+        if not self._out:
+            self._loop.remove_writer(self.writer.sock.fileno())
 
     def _readable(self) -> None:
         assert self.writer is not None
@@ -240,18 +270,17 @@ class Committer:
             return
         for payload in self._frames.feed(data):
             self._answered(payload)
-        self._send_next()
         self._maybe_idle()
 
     def _maybe_idle(self) -> None:
         """Tell a stop waiting for the queue to drain that it has."""
         if self._idle is not None and not self._idle.done() and not self._queue \
-                and self._in_flight is None and not self._restarting:
+                and not self._in_flight and not self._restarting:
             self._idle.set_result(None)
 
     def _answered(self, payload: bytes) -> None:
-        flight, self._in_flight = self._in_flight, None
-        assert flight is not None
+        flight = self._in_flight.popleft()
+        self._pending -= len(flight.commands)
         answer = decode_answer(payload)
         if flight.call is not None:
             waiter = flight.call.waiter
@@ -269,7 +298,9 @@ class Committer:
             return
         results = results_of(answer)
         commands = flight.commands
-        self.stats.observe(len(commands), time.perf_counter() - flight.sent, answer.append_s)
+        if answer.write_commands:  # the first batch of the writer's write: one fsync
+            self.stats.observe(answer.write_commands, time.perf_counter() - flight.sent,
+                               answer.append_s)
         for cmd, result in zip(commands, results, strict=True):
             if type(result) is CommitResult and result.reason is not None:
                 self.stats.refused(cmd.group, result.reason)  # type: ignore[union-attr]
@@ -283,14 +314,15 @@ class Committer:
                 r.waiter.set_result(mine)
 
     def _writer_died(self) -> None:
-        """The writer is gone: the batch it held fails; another one starts off the loop."""
+        """The writer is gone: the batches it held fail; another one starts off the loop."""
         writer, self.writer = self.writer, None
         assert writer is not None
         self._detach(writer)
         writer.sock.close()
-        flight, self._in_flight = self._in_flight, None
-        if flight is not None:
-            error = died()
+        error = died()
+        while self._in_flight:
+            flight = self._in_flight.popleft()
+            self._pending -= len(flight.commands)
             for waiter in ([flight.call.waiter] if flight.call is not None
                            else [r.waiter for r in flight.requests]):
                 if not waiter.done():
@@ -307,7 +339,7 @@ class Committer:
             if dead is not None:
                 code = dead.reap()
                 logger.error("the writer process exited (code %s): starting another", code)
-            return WriterProcess(self._root)
+            return WriterProcess(self._root, self.batch_commands_max)
 
         def started(task: asyncio.Future[WriterProcess]) -> None:
             self._restarting = False
@@ -315,14 +347,15 @@ class Committer:
             if error is None:
                 self.stats.restarted()
                 self._attach(task.result())
-                self._send_next()
+                self._flush()
             else:
                 logger.error("starting another writer process failed: %s", error)
                 while self._queue:
                     item = self._queue.popleft()
+                    if isinstance(item, _Request):
+                        self._pending -= len(item.commands)
                     if not item.waiter.done():
                         item.waiter.set_exception(error)
-                self._pending = 0
             self._maybe_idle()
 
         self._loop.run_in_executor(None, start).add_done_callback(started)

@@ -3,9 +3,12 @@
 The server's Python work is one GIL: the event loop's (routing, JSON, answers) and the writer's
 (fold, append, fsync's bookkeeping, results) took turns on it, so at 64 connections one core
 idled while requests waited for the other. Here the writer runs in a child process that owns
-the data directory's writer lock; the server's committer thread sends it each group-commit
-batch and waits (without the GIL) for its results, which leave the child only once the batch
-is durable. Reads never came this way: the read side follows the log from disk.
+the data directory's writer lock; the server's event loop sends it each request's commands
+as they come, and reads the results, which leave the child only once they are durable. The
+child is the group commit: whenever it is free it takes every batch waiting on the pipe (up to
+`batch_commands_max` commands) as one write, one fsync, and answers each batch in turn; so the
+next batch waits in the pipe, not on the loop, while the child writes. Reads never came this
+way: the read side follows the log from disk.
 
 Messages are msgspec msgpack (commands as the tagged union they already are; a decoding error
 travels as its message), one frame each over a socket pair. The child ignores SIGINT and
@@ -27,6 +30,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -85,13 +89,15 @@ class Ready(msgspec.Struct, tag="ready", array_like=True, gc=False):
 
 
 class Written(msgspec.Struct, tag="written", array_like=True, gc=False):
-    """A durable batch's results: each one's type (`RESULT_TYPES`), the results, and how long
-    the batch and its append took in the child."""
+    """A durable batch's results: each one's type (`RESULT_TYPES`), the results, how long the
+    write and its append took in the child, and, on the first batch of a write, the commands of
+    every batch the write took together (0 on the batches after it)."""
 
     kinds: list[int]
     results: list[msgspec.Raw]
     batch_s: float
     append_s: float
+    write_commands: int
 
 
 class Failed(msgspec.Struct, tag="failed", array_like=True, gc=False):
@@ -137,10 +143,12 @@ def decode_batch(batch: Write) -> list[Command | LedgerError]:
     return commands
 
 
-def _results_message(results: list[Result], batch_s: float, append_s: float) -> bytes:
+def _results_message(results: list[Result], batch_s: float, append_s: float,
+                     write_commands: int) -> bytes:
     encode = _ENCODER.encode
     return _ENCODER.encode(Written([_RESULT_INDEX[type(r)] for r in results],
-                                   [msgspec.Raw(encode(r)) for r in results], batch_s, append_s))
+                                   [msgspec.Raw(encode(r)) for r in results], batch_s, append_s,
+                                   write_commands))
 
 
 def _failed(e: BaseException) -> bytes:
@@ -230,11 +238,11 @@ def died() -> LedgerUnusable:
 # ---------------------------------------------------------------- the server's end
 class WriterProcess:
     """The child writing `root`, started on construction (its recovery done when this returns,
-    or its error raised here). `sock` is the server's end of the pipe: the committer drives it
-    from the event loop; `write` and `generations` are the same exchanges, blocking (one
-    caller at a time)."""
+    or its error raised here), writing at most `batch_commands_max` commands as one. `sock` is
+    the server's end of the pipe: the committer drives it from the event loop; `write` and
+    `generations` are the same exchanges, blocking (one caller at a time)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, batch_commands_max: int) -> None:
         if not isinstance(root, Path):
             raise TypeError(f"the writer process takes the data directory's Path, not {root!r}")
         self.root = root
@@ -243,8 +251,8 @@ class WriterProcess:
             # -P: the server's working directory must not shadow the installed packages
             self.proc = subprocess.Popen(
                 [sys.executable, "-P", "-m", "server.writer_process", str(theirs.fileno()),
-                 str(root)], pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL)
+                 str(root), str(batch_commands_max)], pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         self.sock = ours
         answer = self._exchange(None)
         if not isinstance(answer, Ready):
@@ -266,6 +274,19 @@ class WriterProcess:
         if isinstance(answer, Written):
             return results_of(answer), answer.append_s
         raise error_of(answer)
+
+    def write_pipelined(self, batches: Sequence[bytes]) -> list[Written | Failed]:
+        """Batches (`encode_batch`) sent at once, as a busy server's loop sends them, so that
+        the child finds them waiting together: each batch's answer, in order."""
+        self.sock.sendall(b"".join(frame(b) for b in batches))
+        frames = Frames()
+        answers: list[Written | Failed] = []
+        while len(answers) < len(batches):
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise died()
+            answers.extend(decode_answer(p) for p in frames.feed(data))  # type: ignore[misc]
+        return answers
 
     def generations(self, group: str, queues: list[QueueRef] | None) -> list[QueueGeneration]:
         """`Ledger.generations` on the writer's state between two batches."""
@@ -315,9 +336,44 @@ class WriterProcess:
 
 
 # ---------------------------------------------------------------- the child's end
-def serve_writer(sock: socket.socket, root: Path) -> None:
+class _Inbox:
+    """The messages the server sent, decoded, in order, as many as the pipe holds."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._frames = Frames()
+        self.messages: deque[Write | Generations | Close] = deque()
+
+    def fill(self, wait: bool) -> None:
+        """Take in every message the pipe holds; if `wait` and none is in hand, wait for one
+        first (at the end of the stream, none comes)."""
+        while True:
+            flags = 0 if wait and not self.messages else socket.MSG_DONTWAIT
+            try:
+                data = self._sock.recv(1 << 20, flags)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            self.messages.extend(_TO_CHILD.decode(p) for p in self._frames.feed(data))
+
+    def writes(self, first: Write, commands_max: int) -> list[Write]:
+        """`first` and the batches waiting right after it, up to `commands_max` commands in
+        all (`first` whatever its size)."""
+        taken, n = [first], len(first.commands)
+        self.fill(wait=False)
+        while self.messages and isinstance(self.messages[0], Write) and \
+                n + len(self.messages[0].commands) <= commands_max:
+            batch = self.messages.popleft()
+            taken.append(batch)  # type: ignore[arg-type]
+            n += len(batch.commands)  # type: ignore[union-attr]
+        return taken
+
+
+def serve_writer(sock: socket.socket, root: Path, batch_commands_max: int) -> None:
     """The child: open the ledger (recovery), then answer messages until Close or end of
-    file; a failed write answers its error and reopens the ledger from its log."""
+    file; the batches waiting together are written as one (up to `batch_commands_max`
+    commands); a failed write answers its error and reopens the ledger from its log."""
     try:
         ledger = Ledger.open(root)
     except BaseException as e:
@@ -327,22 +383,26 @@ def serve_writer(sock: socket.socket, root: Path) -> None:
     gc.collect()
     gc.freeze()
     sock.sendall(frame(_ENCODER.encode(Ready())))
-    stream = sock.makefile("rb")
+    inbox = _Inbox(sock)
     try:
-        while (payload := _read_frame(stream)) is not None:
-            message = _TO_CHILD.decode(payload)
+        while True:
+            inbox.fill(wait=True)
+            if not inbox.messages:
+                return  # end of file: the server is gone; close the ledger, as on Close
+            message = inbox.messages.popleft()
             if isinstance(message, Close):
                 return
             if isinstance(message, Generations):
                 try:
-                    answer = _ENCODER.encode(Answered(ledger.generations(message.group,
-                                                                         message.queues)))
+                    answer = frame(_ENCODER.encode(Answered(ledger.generations(
+                        message.group, message.queues))))
                 except Exception as e:
-                    answer = _failed(e)
+                    answer = frame(_failed(e))
             else:
-                answer, ledger = _write(ledger, root, message)
-            sock.sendall(frame(answer))
-        # end of file: the server is gone; close the ledger, as on Close
+                answer, ledger = _write(ledger, root, inbox.writes(message, batch_commands_max))
+            sock.sendall(answer)
+    except OSError:
+        return  # the server's end is gone
     finally:
         try:
             ledger.close()
@@ -352,12 +412,23 @@ def serve_writer(sock: socket.socket, root: Path) -> None:
             sock.sendall(frame(_ENCODER.encode(Closed())))
 
 
-def _write(ledger: Ledger, root: Path, batch: Write) -> tuple[bytes, Ledger]:
+def _write(ledger: Ledger, root: Path, batches: list[Write]) -> tuple[bytes, Ledger]:
+    """`batches` folded and appended as one write (one fsync); each batch's answer, framed,
+    once it is durable, its results' lines counted from its own first command."""
     started = time.perf_counter()
+    commands: list[Command | LedgerError] = []
+    actors: list[str | None] = []
+    denied: list[str | None] = []
+    backfill: list[bool] = []
+    for b in batches:
+        commands.extend(decode_batch(b))
+        actors.extend(b.actors)
+        denied.extend(b.denied if b.denied is not None else [None] * len(b.commands))
+        backfill.extend(b.backfill)
     try:
-        results = ledger.submit_decoded(decode_batch(batch), actor=batch.actors,
-                                        denied=batch.denied, backfill=batch.backfill)
-    except Exception as e:  # nothing of this batch is acknowledged
+        results = ledger.submit_decoded(commands, actor=actors, denied=denied,
+                                        backfill=backfill)
+    except Exception as e:  # nothing of these batches is acknowledged
         if isinstance(e, LedgerUnusable) or ledger.writer.unusable is not None:
             logger.error("the ledger failed a write; reopening it from its log")
             try:
@@ -365,9 +436,17 @@ def _write(ledger: Ledger, root: Path, batch: Write) -> tuple[bytes, Ledger]:
             except Exception:
                 logger.exception("closing the failed ledger")
             ledger = Ledger.open(root)
-        return _failed(e), ledger
-    return _results_message(results, time.perf_counter() - started,
-                            ledger.writer.last_append_s), ledger
+        return frame(_failed(e)) * len(batches), ledger
+    batch_s, append_s = time.perf_counter() - started, ledger.writer.last_append_s
+    answers, at = [], 0
+    for i, b in enumerate(batches):
+        mine = results[at:at + len(b.commands)]
+        for result in mine:
+            result.line -= at
+        answers.append(frame(_results_message(mine, batch_s, append_s,
+                                              len(commands) if i == 0 else 0)))
+        at += len(b.commands)
+    return b"".join(answers), ledger
 
 
 def main(argv: Sequence[str]) -> None:
@@ -377,9 +456,9 @@ def main(argv: Sequence[str]) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s offset-ledger writer: %(message)s")
-    fd, root = int(argv[1]), Path(argv[2])
+    fd, root, batch_commands_max = int(argv[1]), Path(argv[2]), int(argv[3])
     with socket.socket(fileno=fd) as sock:
-        serve_writer(sock, root)
+        serve_writer(sock, root, batch_commands_max)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 - Random command streams (every rule, malformed lines, per-command actors, denials and
   backfill) written through the writer process answer and log exactly what the same batches
-  written in process do.
+  written in process do, whether each batch waits for the last one's answer or all are sent
+  at once (as a busy server sends them), when the writer takes those waiting together as one
+  write.
 - kill -9 of the writer process while clients commit: every acknowledged commit is in the log,
   the requests in flight get a 503, and the server starts another writer (which recovers the
   log) and goes on taking commits; the restart is counted in /metrics.
@@ -26,7 +28,7 @@ from ledger import Ledger
 from ledger.commands.command import Command, from_obj
 from ledger.errors import InvalidInput, LedgerError
 from server.client import Unavailable
-from server.writer_process import WriterProcess
+from server.writer_process import WriterProcess, Written, encode_batch, error_of, results_of
 from tests.server.conftest import Server, wait_for
 from tests.support.strategies import property_settings, streams
 
@@ -56,11 +58,20 @@ def test_batches_through_the_writer_process_answer_and_log_as_in_process(
     bounds = [0, *[c for c in cuts if c < n], n]
     batches = [slice(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if a < b]
 
+    pipelined = data.draw(st.booleans())
     there, here = tmp_path_factory.mktemp("process"), tmp_path_factory.mktemp("in_process")
-    writer = WriterProcess(there)
+    writer = WriterProcess(there, data.draw(st.sampled_from([1, 16, 65_536])))
     try:
-        through = [writer.write(commands[s], actors[s], None if denied is None else denied[s],
-                                backfill[s])[0] for s in batches]
+        if pipelined:
+            answers = writer.write_pipelined([encode_batch(
+                commands[s], actors[s], None if denied is None else denied[s], backfill[s])
+                for s in batches])
+            through = [results_of(a) if isinstance(a, Written) else error_of(a)
+                       for a in answers]
+        else:
+            through = [writer.write(commands[s], actors[s],
+                                    None if denied is None else denied[s], backfill[s])[0]
+                       for s in batches]
     finally:
         writer.close(60)
     with Ledger.open(here) as led:
@@ -87,7 +98,7 @@ def _stamped(led: Ledger, lines: list[dict]) -> list[dict]:
 def test_a_write_the_child_refuses_is_raised_with_its_type(tmp_path: Path) -> None:
     """An error of the child's ledger reaches the server as the same exception (the route
     maps it to its status); the child goes on."""
-    writer = WriterProcess(tmp_path)
+    writer = WriterProcess(tmp_path, 65_536)
     try:
         assert writer.generations("nosuchgroup", None) == []
         with pytest.raises(InvalidInput, match="invalid group 'bad group'"):
@@ -98,6 +109,26 @@ def test_a_write_the_child_refuses_is_raised_with_its_type(tmp_path: Path) -> No
         assert results[0].seq == 0 and results[0].error is None
     finally:
         writer.close(60)
+
+
+def test_batches_waiting_together_are_one_write(tmp_path: Path) -> None:
+    """Batches that reach the writer together are written as one (one fsync): the first
+    batch's answer counts the commands of all of them, the others 0; up to the limit."""
+    def batch(queue: int) -> bytes:
+        return encode_batch(_decoded([{"op": "commit", "group": "g", "topic": "t",
+                                       "queue_id": queue, "offset": 3 + i} for i in range(4)]),
+                            [None] * 4, None, [False] * 4)
+
+    writer = WriterProcess(tmp_path, 8)
+    try:
+        answers = writer.write_pipelined([batch(q) for q in range(3)])
+    finally:
+        writer.close(60)
+    assert all(isinstance(a, Written) for a in answers)
+    assert [a.write_commands for a in answers] == [8, 0, 4]  # type: ignore[union-attr]
+    results = [results_of(a) for a in answers]  # type: ignore[arg-type]
+    assert [[r.line for r in rs] for rs in results] == [[1, 2, 3, 4]] * 3
+    assert [r.seq for rs in results for r in rs] == list(range(12))
 
 
 def _writer_pid(data: Path) -> int:
