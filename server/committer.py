@@ -29,9 +29,9 @@ from ledger.commands.command import Command
 from ledger.commands.results import CommitResult, Result
 from ledger.errors import LedgerError
 from ledger.reads.generations import QueueGeneration, QueueRef
+from server.pipe import Frames, frame
 from server.writer_process import (
     Answered,
-    Frames,
     WriterProcess,
     Written,
     decode_answer,
@@ -39,7 +39,6 @@ from server.writer_process import (
     encode_batch,
     encode_generations,
     error_of,
-    frame,
     results_of,
 )
 

@@ -26,14 +26,12 @@ import logging
 import pickle
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 
@@ -51,6 +49,7 @@ from ledger.commands.results import (
 )
 from ledger.errors import InvalidInput, LedgerError
 from ledger.reads.generations import QueueGeneration, QueueRef
+from server.pipe import Frames, frame, read_frame
 
 logger = logging.getLogger("offset_ledger.server")
 
@@ -161,48 +160,6 @@ def _failed(e: BaseException) -> bytes:
     return _ENCODER.encode(Failed(pickled))
 
 
-# ---------------------------------------------------------------- frames
-_HEADER = struct.Struct("!I")
-
-
-def frame(payload: bytes) -> bytes:
-    """A message on the pipe: its length (4 bytes, big-endian), then its bytes."""
-    return _HEADER.pack(len(payload)) + payload
-
-
-class Frames:
-    """The messages of a byte stream that arrives in pieces (a non-blocking socket's reads)."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """The messages `data` completes, in order; a partial one waits for more."""
-        buffer = self._buffer
-        buffer += data
-        messages: list[bytes] = []
-        at = 0
-        while len(buffer) - at >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(buffer, at)
-            if len(buffer) - at - _HEADER.size < size:
-                break
-            at += _HEADER.size
-            messages.append(bytes(buffer[at:at + size]))
-            at += size
-        del buffer[:at]
-        return messages
-
-
-def _read_frame(stream: BinaryIO) -> bytes | None:
-    """One message from a blocking stream; None at its end."""
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack(header)
-    payload = stream.read(size)
-    return payload if len(payload) == size else None
-
-
 # ---------------------------------------------------------------- what the server reads
 Answer = Ready | Written | Failed | Answered | Closed
 
@@ -302,7 +259,7 @@ class WriterProcess:
             self.sock.settimeout(timeout)
             self.sock.sendall(frame(_ENCODER.encode(Close())))
             with self.sock.makefile("rb") as stream:
-                _read_frame(stream)  # Closed (a failure to close is the child's to log)
+                read_frame(stream)  # Closed (a failure to close is the child's to log)
         except OSError:
             pass  # gone already, or past the timeout
         finally:
@@ -325,7 +282,7 @@ class WriterProcess:
             if message is not None:
                 self.sock.sendall(frame(message))
             with self.sock.makefile("rb") as stream:
-                payload = _read_frame(stream)
+                payload = read_frame(stream)
         except OSError:
             payload = None
         if payload is None:
