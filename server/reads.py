@@ -1,13 +1,16 @@
 """Reads never wait for the writer: they are answered by a reader of the same data directory
 (the manifest's segments, a checkpoint and the intact tail, no lock) that folds what the writer
 has made durable since the last read (`Ledger.catch_up`). Reads wait only for each other, and
-see exactly what was acknowledged before they started, never a batch in flight.
+see what was acknowledged before they started.
 
-Routes' reads run on one reader thread (`run`): it takes every read queued, catches up once,
-and answers them in turn, each answer handed to the loop (`server.handoff`) as it is ready.
-The follower serializes reads anyway; a thread pool per read only added `concurrent.futures`'
-hop, a context copy and a lock convoy (`GET /healthz` at 16 connections: 3,800 -> 18,400
-req/s). SQL preparation and the metrics take the same lock from their own threads.
+The routes' documents are read in the reader process (`answer`, server/reader_process.py): a
+follower with a GIL of its own, so that a read costs what it costs alone and the event loop
+answers meanwhile. What needs the follower's objects here stays in this process, on one
+reader thread (`run`: a reset's dry-run plan) or under its lock (`ledger`: SQL preparation, the
+metrics): the thread takes every read queued, catches up once, and answers them in turn, each
+answer handed to the loop (`server.handoff`) as it is ready. The follower serializes reads
+anyway; a thread pool per read only added `concurrent.futures`' hop, a context copy and a lock
+convoy (`GET /healthz` at 16 connections: 3,800 -> 18,400 req/s).
 
 SQL waits for no one and no one waits for it: its sandbox is prepared under the read lock
 (copies of the view's tables, the list of segments), then the query runs outside it, under
@@ -30,6 +33,7 @@ from ledger import Ledger, QueryStopped
 from ledger.reads.sandbox import SqlQuery
 from server.committer import Stopping
 from server.handoff import Answer, hand_over
+from server.reader_process import ReaderLink
 
 T = TypeVar("T")
 _Read = tuple[Callable[[Ledger], Any], asyncio.Future[Any]]
@@ -50,6 +54,13 @@ class ReadSide:
         self._reads: queue.SimpleQueue[_Read | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="ledger-reader", daemon=True)
         self._thread.start()
+        self._process = ReaderLink(root, loop)
+
+    def answer(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[bytes]:
+        """`fn(follower, *args)` as JSON bytes, read in the reader process (called on the
+        loop): `fn` a module-level function (server.answers), `args` plain values. A reader
+        process that dies fails the reads it held (`ReaderGone`, 503), and another starts."""
+        return self._process.read(fn, args)
 
     def run(self, fn: Callable[[Ledger], T]) -> asyncio.Future[T]:
         """`fn(follower)` on the reader thread (called on the loop), the follower caught up
@@ -132,6 +143,7 @@ class ReadSide:
 
     def close(self) -> None:
         self.interrupt_all("the server is shutting down")
+        self._process.close(timeout=30)
         self._closed = True
         self._reads.put(None)
         self._thread.join()

@@ -1,9 +1,9 @@
 """API v1: one table of routes, each a thin call of the library (DESIGN.md, "Server").
 
 Writes go through the group committer (one batch, one fsync, then the answer); reads go to the
-read side (a follower of the durable log) on a thread, so they never wait for the writer. Every
-handler takes what the client sent and hands it to the same decoders and checks the CLI uses;
-bad input is a 4xx with one line naming the bad value.
+read side (a follower of the durable log, in the reader process), so they never wait for the
+writer. Every handler takes what the client sent and hands it to the same decoders and checks
+the CLI uses; bad input is a 4xx with one line naming the bad value.
 """
 
 from __future__ import annotations
@@ -33,16 +33,11 @@ from ledger import (
 )
 from ledger.commands.command import Command, decode_as, decode_document
 from ledger.commands.results import CommitResult, ResetResult, Result, result_doc
-from ledger.reads.documents import (
-    encode_json,
-    groups_doc,
-    history_events,
-    lag_summary_doc,
-    progress_doc,
-    state_doc,
-)
+from ledger.reads.documents import encode_json
 from ledger.reads.generations import GenerationsQuery
+from server import answers
 from server.committer import Busy, Committer, Stopping
+from server.reader_process import ReaderGone
 from server.reads import ReadSide
 from server.settings import ServeSettings
 from server.tokens import Token
@@ -137,10 +132,14 @@ class Api:
         except Stopping as e:
             raise HttpError(503, str(e)) from None
 
-    async def read_json(self, fn: Callable[[Any], Any]) -> Answer:
-        """`read`, the answer's document encoded on the reader thread too (a large one would
-        otherwise hold the event loop while every other request waits)."""
-        return 200, await self.read(lambda led: encode_json(fn(led)))
+    async def read_json(self, fn: Callable[..., Any], *args: Any) -> Answer:
+        """`fn(follower, *args)` read and encoded as JSON in the reader process (a large
+        document would otherwise hold the event loop while every other request waits): `fn`
+        one of server.answers."""
+        try:
+            return 200, await self.reads.answer(fn, *args)
+        except (Stopping, ReaderGone) as e:  # the reader process restarts, or the server stops
+            raise HttpError(503, str(e)) from None
 
     def may(self, ok: bool, token: Token, what: str) -> None:
         if not ok:
@@ -261,19 +260,18 @@ async def reset(api: Api, req: Request) -> Answer:
 # ---------------------------------------------------------------------- reads
 async def queues(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read() or "produce" in req.token.roles, req.token, "list queues")
-    return await api.read_json(lambda led: led.queues(req.query.get("topic")))
+    return await api.read_json(answers.queues, req.query.get("topic"))
 
 
 async def groups(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read(), req.token, "list groups")
-    return await api.read_json(lambda led: groups_doc(led.groups()))
+    return await api.read_json(answers.groups)
 
 
 async def progress(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
-    return await api.read_json(
-        lambda led: progress_doc(led.progress(group, req.query.get("topic"))))
+    return await api.read_json(answers.progress, group, req.query.get("topic"))
 
 
 async def generations(api: Api, req: Request) -> Answer:
@@ -298,13 +296,8 @@ async def lag(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
     window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
-
-    def answer(led: Any) -> dict[str, Any]:
-        [doc] = led.lag(group=group, topic=req.query.get("topic"), at_ms=req.query.get("at"),
-                        window=window, allowed_lag=allowed)
-        return doc
-
-    return await api.read_json(answer)
+    return await api.read_json(answers.lag, group, req.query.get("topic"), req.query.get("at"),
+                               window, allowed)
 
 
 async def lag_all(api: Api, req: Request) -> Answer:
@@ -312,13 +305,8 @@ async def lag_all(api: Api, req: Request) -> Answer:
     api.may(req.token.may_read(), req.token, "read the lag of every group")
     window, allowed = _int(req, "window", 10), _int(req, "allowed_lag", 0)
     whole = _bool(req, "windows")
-
-    def answer(led: Any) -> list[dict[str, Any]]:
-        doc = led.lag(topic=req.query.get("topic"), at_ms=req.query.get("at"), window=window,
-                      allowed_lag=allowed)
-        return doc if whole else lag_summary_doc(doc)
-
-    return await api.read_json(answer)
+    return await api.read_json(answers.lag_all, req.query.get("topic"), req.query.get("at"),
+                               window, allowed, whole)
 
 
 async def lag_series(api: Api, req: Request) -> Answer:
@@ -332,9 +320,8 @@ async def lag_series(api: Api, req: Request) -> Answer:
         raise HttpError(400, "a lag series needs since, until (times) and every (a duration: "
                              "ISO-8601 or ms)")
     step: int | str = int(every) if every.isdigit() else every
-    return await api.read_json(lambda led: led.lag_series(
-        since_ms=since, until_ms=until, every_ms=step, group=group,
-        topic=req.query.get("topic")))
+    return await api.read_json(answers.lag_series, since, until, step, group,
+                               req.query.get("topic"))
 
 
 async def whoami(api: Api, req: Request) -> Answer:
@@ -349,10 +336,8 @@ async def history(api: Api, req: Request) -> Answer:
     q = req.query
     queue_id, limit = _int(req, "queue_id"), _int(req, "limit")
     queue_events = _bool(req, "queue_events", True)
-    return await api.read_json(lambda led: history_events(led.history(
-        group=q.get("group"), topic=q.get("topic"), queue_id=queue_id, kind=q.get("kind"),
-        since_ms=q.get("since"), until_ms=q.get("until"), limit=limit,
-        queue_events=queue_events)))
+    return await api.read_json(answers.history, q.get("group"), q.get("topic"), queue_id,
+                               q.get("kind"), q.get("since"), q.get("until"), limit, queue_events)
 
 
 async def state(api: Api, req: Request) -> Answer:
@@ -360,8 +345,7 @@ async def state(api: Api, req: Request) -> Answer:
     at = req.query.get("at")
     if at is None:
         raise HttpError(400, "state needs at (a time: ISO-8601, epoch ms or now)")
-    return await api.read_json(
-        lambda led: state_doc(led.state_at(ts=at, group=req.query.get("group"))))
+    return await api.read_json(answers.state, at, req.query.get("group"))
 
 
 async def lookup(api: Api, req: Request) -> Answer:
@@ -369,7 +353,7 @@ async def lookup(api: Api, req: Request) -> Answer:
     topic, when = req.query.get("topic"), req.query.get("datetime")
     if topic is None or when is None:
         raise HttpError(400, "lookup needs topic and datetime")
-    return await api.read_json(lambda led: led.offsets_for_time(topic, when))
+    return await api.read_json(answers.lookup, topic, when)
 
 
 class SqlBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -412,11 +396,11 @@ def arrow_stream(table: pa.Table) -> bytes:
 async def export(api: Api, req: Request) -> Answer:
     group = req.params["group"]
     api.may(req.token.may_read(group), req.token, f"read group {group!r}")
-    return await api.read_json(lambda led: led.export_rows(group))
+    return await api.read_json(answers.export, group)
 
 
 async def healthz(api: Api, req: Request) -> Answer:
-    return await api.read_json(lambda led: {"ok": True, "next_seq": led.log.next_seq})
+    return await api.read_json(answers.health)
 
 
 def error_status(e: BaseException) -> int:
