@@ -6,6 +6,10 @@
   per request, synchronous_commit=on) at 64 connections (>= 3x). Rounds interleave the two.
 - Batched requests (`POST /v1/commands`, 1,000 commits each, 4 senders): commits/s against the
   in-process `Ledger.submit` of the same batches (>= 0.8x).
+- Where the cores are the limit (issue 23): the requests/s the cores would give at 64
+  connections if none ever idled (cores over the server's and the load generator's CPU per
+  request), and two servers on the same cores at once (32 connections each) against one at 64:
+  whether a second HTTP worker process could raise the figure.
 - p50 / p99 of single commits at a fixed offered load (2,000 requests/s over 64 connections,
   latency counted from when each request was due: p99 < 10 ms), and the server's CPU per commit;
   once after the batched run (a ledger holding a million events) and once on a fresh server
@@ -105,6 +109,50 @@ def wrk_rows(server: RunningServer, connections: list[int], duration_s: float) -
     return rows
 
 
+def two_servers(work: Path, duration_s: float) -> dict[str, Any]:
+    """Two ledger servers on these cores at once (each its own data directory and writer),
+    32 connections each, against one server at 64 in the same call: whether a second HTTP
+    worker process could raise the 64-connection figure, or the cores are the limit."""
+    one_target = ledger_target(work / "ledger-one")
+    with RunningServer(one_target, work / "ledger-one.log") as server:
+        one = wrk_rows(server, [64], duration_s)[0]
+    servers = [RunningServer(ledger_target(work / f"ledger-two-{i}"), work / f"ledger-two-{i}.log")
+               for i in range(2)]
+    try:
+        results: list[http_load.LoadResult | None] = [None, None]
+
+        def drive(i: int, seconds: float) -> None:
+            results[i] = http_load.run_wrk(servers[i].commit_url, seconds, 32)
+
+        for seconds in (2.0, duration_s):  # a warm-up, then the counted run
+            threads = [threading.Thread(target=drive, args=(i, seconds)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        for server in servers:
+            server.stop()
+    both = sum(r.requests_per_s for r in results if r is not None)
+    return {"one_at_64": one["requests_per_s"], "two_at_32_each": both,
+            "two_over_one": both / one["requests_per_s"]}
+
+
+def core_ceiling(rows: list[dict], pg_many: float) -> dict[str, float]:
+    """The requests/s these cores would give at 64 connections if no core ever idled: the
+    cores over the server's and the load generator's CPU per request (medians), what the
+    server reached of it, and the ceiling over the PostgreSQL reference."""
+    at_64 = [r for r in rows if r["connections"] == 64]
+    server_us = statistics.median(r["server_cpu_us_per_req"] for r in at_64)
+    driver_us = statistics.median(r["driver_cpu_s"] / max(r["requests"], 1) * 1e6 for r in at_64)
+    cores = len(os.sched_getaffinity(0))
+    ceiling = cores * 1e6 / (server_us + driver_us)
+    reached = median_of(rows, 64)
+    return {"cores": cores, "server_cpu_us_per_req": server_us,
+            "driver_cpu_us_per_req": driver_us, "ceiling_req_per_s": ceiling,
+            "reached_share": reached / ceiling, "ceiling_over_postgres": ceiling / pg_many}
+
+
 def batched(url: str, seconds: float) -> dict[str, float]:
     """Senders posting arrays of BATCH_COMMITS commits (each its own keys): commits/s."""
     import urllib3
@@ -196,6 +244,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         wait_for_quiet(max_wait_s=args.max_wait)
         out["fixed_rate_pinned"] = fixed_rate_pinned(work, args.duration)
         out["in_process"] = in_process(args.duration)
+        wait_for_quiet(max_wait_s=args.max_wait)
+        out["two_servers"] = two_servers(work, args.duration)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["ledger_wrk"], out["pg_wrk"] = ledger_rows, pg_rows
@@ -212,6 +262,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         out["targets"]["p99_ms_at_2k_pinned"] = {
             "value": out["fixed_rate_pinned"]["p99_ms"], "target": 10.0, "lower": True}
     out["cpu_us_per_commit_at_64"] = median_of(ledger_rows, 64, "server_cpu_us_per_req")
+    out["core_ceiling"] = core_ceiling(ledger_rows, pg_many)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     print(summary(out))
@@ -252,6 +303,13 @@ def summary(out: dict[str, Any]) -> str:
              f"{out['in_process']['commits_per_s']:.0f}",
              *(fixed_line(name, out[key]) for name, key in (
                  ("after the batched run", "fixed_rate"), ("pinned", "fixed_rate_pinned")))]
+    c, two = out["core_ceiling"], out["two_servers"]
+    lines.append(f"the cores' ceiling at 64: {c['cores']} cores / ({c['server_cpu_us_per_req']:.0f} "
+                 f"us server + {c['driver_cpu_us_per_req']:.0f} us load generator per request) = "
+                 f"{c['ceiling_req_per_s']:.0f} req/s, {c['ceiling_over_postgres']:.2f}x the "
+                 f"PostgreSQL reference; reached {c['reached_share']:.0%} of it")
+    lines.append(f"two servers on these cores, 32 connections each: {two['two_at_32_each']:.0f} "
+                 f"req/s against one at 64: {two['one_at_64']:.0f} ({two['two_over_one']:.2f}x)")
     for name, v in t.items():
         ok = v["value"] <= v["target"] if v.get("lower") else v["value"] >= v["target"]
         lines.append(f"  {name}: {v['value']:.2f} (target {'<=' if v.get('lower') else '>='} "
