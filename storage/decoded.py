@@ -23,8 +23,9 @@ import pyarrow as pa
 #: Bytes of decoded row groups a reader keeps (about 150 row groups of a 1M-event segment).
 DECODED_BYTES_MAX = 64 * 1024 * 1024
 
-#: A decoded row group: the file's key, the row group's index, the columns and their form.
-RowGroupKey = tuple[Any, int, tuple[str, ...], tuple[str, ...] | None]
+#: A decoded row group: the file's key, the row group's index, the columns and their form; or
+#: a key's rows of some row groups: the file's key, the row groups, the columns, the key.
+RowGroupKey = tuple[Any, ...]
 
 
 class DecodedRowGroups:

@@ -5,6 +5,7 @@ files are decoded."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pyarrow as pa
@@ -56,6 +57,44 @@ def test_a_keyed_read_asked_again_takes_its_row_groups_from_memory(tmp_path: Pat
     # another group's row groups are decoded on their first read
     log.read(where={"consumer_group": ["group-4"]})
     assert log.last_read_stats.row_groups_decoded > 0
+    log.close()
+
+
+def test_a_key_inside_a_group_asked_again_is_cut_from_its_rows_taken_once(tmp_path: Path):
+    """A key inside a group's row groups (here two queues) is taken from them once per set of
+    row groups and kept; reads in any window, in any order, answer its rows cut to their
+    bounds, never a window's rows kept for another window's."""
+    log, expected = clustered_log(tmp_path)
+    where = {"consumer_group": ["group-2"], "queue_id": [2, 5]}
+    rows = group_rows(expected, "group-2")
+    key = rows.filter(pc.is_in(rows.column("queue_id"), pa.array([2, 5], pa.int32())))
+    assert key.num_rows > 20
+
+    def want(bounds: dict[str, int]) -> pa.Table:
+        mask = pc.is_valid(key.column("seq"))
+        for name, op in (("ts_gte", pc.greater_equal), ("ts_lt", pc.less),
+                         ("seq_gte", pc.greater_equal), ("seq_lt", pc.less)):
+            if name in bounds:
+                mask = pc.and_(mask, op(key.column(name.split("_")[0]), bounds[name]))
+        return key.filter(mask)
+
+    pick = random.Random(7)
+    for _ in range(60):
+        bounds: dict[str, int] = {}
+        if pick.random() < 0.7:
+            lo = pick.randrange(1_000, 2_000)
+            bounds |= {"ts_gte": lo, "ts_lt": lo + pick.randrange(1, 600)}
+        if pick.random() < 0.4:
+            lo = pick.randrange(0, 1_000)
+            bounds |= {"seq_gte": lo, "seq_lt": lo + pick.randrange(1, 500)}
+        got = log.read(where=where, **bounds)
+        assert got.equals(want(bounds)), bounds
+    assert log.read(where=where).equals(key)
+    assert log.read(where=where, newest=3).equals(key.slice(key.num_rows - 3))
+    assert log.last_read_stats.row_groups_decoded == 0  # the group's row groups are held
+    # another key of the same group: its own rows, not the first key's
+    other = log.read(where={"consumer_group": ["group-2"], "queue_id": [7]})
+    assert other.equals(rows.filter(pc.equal(rows.column("queue_id"), 7)))
     log.close()
 
 
