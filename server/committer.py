@@ -29,7 +29,7 @@ from ledger.commands.command import Command
 from ledger.commands.results import CommitResult, Result
 from ledger.errors import LedgerError
 from ledger.reads.generations import QueueGeneration, QueueRef
-from server.pipe import Frames, frame
+from server.pipe import Frames, Outbox, frame
 from server.writer_process import (
     Answered,
     WriterProcess,
@@ -107,7 +107,6 @@ class Committer:
         self._pending = 0  # commands accepted, not yet answered
         self._in_flight: deque[_InFlight] = deque()  # sent, in the order sent
         self._flushing = False  # a send is due at the end of this turn of the loop
-        self._out = bytearray()  # what the socket did not take yet
         self._frames = Frames()
         self._stopping = False
         self._idle: asyncio.Future[None] | None = None
@@ -165,7 +164,7 @@ class Committer:
     def _attach(self, writer: WriterProcess) -> None:
         writer.sock.setblocking(False)
         self.writer = writer
-        self._out = bytearray()
+        self._outbox = Outbox(self._loop, writer.sock)
         self._frames = Frames()
         self._loop.add_reader(writer.sock.fileno(), self._readable)
 
@@ -203,7 +202,7 @@ class Committer:
                 message = self._batch(flight)
             self._in_flight.append(flight)
             out += frame(message)
-        self._send(out)
+        self._outbox.send(out)
 
     def _batch(self, flight: _InFlight) -> bytes:
         """The requests at the head of the queue, up to the batch limit (one at least), as
@@ -226,35 +225,6 @@ class Committer:
             denied.extend(r.denied if r.denied is not None else [None] * n)
             backfill.extend([r.backfill] * n)
         return encode_batch(commands, actors, denied, backfill)
-
-    def _send(self, data: bytes | bytearray) -> None:
-        """`data` to the writer's socket after what waits already; what it does not take
-        now goes when it is writable."""
-        assert self.writer is not None
-        if self._out:
-            self._out += data
-            return
-        try:
-            sent = self.writer.sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:  # the writer is gone: its end of file is read next
-            return
-        if sent < len(data):
-            self._out = bytearray(data[sent:])
-            self._loop.add_writer(self.writer.sock.fileno(), self._writable)
-
-    def _writable(self) -> None:
-        assert self.writer is not None
-        try:
-            sent = self.writer.sock.send(self._out)
-        except BlockingIOError:
-            return
-        except OSError:  # the writer is gone: its end of file is read next
-            sent = len(self._out)
-        del self._out[:sent]
-        if not self._out:
-            self._loop.remove_writer(self.writer.sock.fileno())
 
     def _readable(self) -> None:
         assert self.writer is not None

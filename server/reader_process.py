@@ -35,7 +35,7 @@ from typing import Any
 
 from ledger import Ledger, LedgerUnusable
 from ledger.reads.documents import encode_json
-from server.pipe import Frames, frame, read_frame
+from server.pipe import Frames, Outbox, frame, read_frame
 
 logger = logging.getLogger("offset_ledger.server")
 
@@ -126,7 +126,6 @@ class ReaderLink:
         self._in_flight: deque[asyncio.Future[bytes]] = deque()
         self._waiting: list[tuple[bytes, asyncio.Future[bytes]]] = []
         self._frames = Frames()
-        self._out = bytearray()
         self._closed = False
         self._starting = False
         self.process: ReaderProcess | None = None
@@ -145,7 +144,7 @@ class ReaderLink:
                 self._restart()
             return waiter
         self._in_flight.append(waiter)
-        self._send(message)
+        self._outbox.send(message)
         return waiter
 
     def close(self, timeout: float | None = None) -> None:
@@ -163,39 +162,12 @@ class ReaderLink:
     def _attach(self, process: ReaderProcess) -> None:
         process.sock.setblocking(False)
         self.process = process
-        self._frames, self._out = Frames(), bytearray()
+        self._frames, self._outbox = Frames(), Outbox(self._loop, process.sock)
         self._loop.add_reader(process.sock.fileno(), self._readable)
         waiting, self._waiting = self._waiting, []
         for message, waiter in waiting:
             self._in_flight.append(waiter)
-            self._send(message)
-
-    def _send(self, data: bytes) -> None:
-        assert self.process is not None
-        if self._out:
-            self._out += data
-            return
-        try:
-            sent = self.process.sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:  # the child is gone: its end of file is read next
-            return
-        if sent < len(data):
-            self._out = bytearray(data[sent:])
-            self._loop.add_writer(self.process.sock.fileno(), self._writable)
-
-    def _writable(self) -> None:
-        assert self.process is not None
-        try:
-            sent = self.process.sock.send(self._out)
-        except BlockingIOError:
-            return
-        except OSError:  # the child is gone: its end of file is read next
-            sent = len(self._out)
-        del self._out[:sent]
-        if not self._out:
-            self._loop.remove_writer(self.process.sock.fileno())
+            self._outbox.send(message)
 
     def _readable(self) -> None:
         assert self.process is not None

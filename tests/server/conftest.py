@@ -94,6 +94,21 @@ class Server:
             led.close()
 
 
+def child_pid(data: Path, module: str) -> int | None:
+    """The pid of the server's child running `module` for `data` (its command line names
+    both: server.writer_process, server.reader_process), or None."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in argv and str(data).encode() in argv:
+            return int(pid)
+    return None
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)

@@ -21,7 +21,7 @@ from ledger import InvalidInput, Ledger
 from server import answers
 from server.client import Unavailable
 from server.reader_process import ReaderGone, ReaderLink
-from tests.server.conftest import Server, raw, wait_for
+from tests.server.conftest import Server, child_pid, raw, wait_for
 
 
 def _ledger_with_commits(root: Path, n: int = 3) -> None:
@@ -104,17 +104,7 @@ def test_closing_fails_what_waits_and_ends_the_child(tmp_path: Path) -> None:
 
 
 def _reader_pid(data: Path) -> int | None:
-    """The pid of the reader process serving `data` (its command line names the directory)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"server.reader_process" in argv and str(data).encode() in argv:
-            return int(pid)
-    return None
+    return child_pid(data, "server.reader_process")
 
 
 def test_every_read_sees_the_commits_acknowledged_before_it(tmp_path: Path) -> None:

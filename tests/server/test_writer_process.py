@@ -29,7 +29,7 @@ from ledger.commands.command import Command, from_obj
 from ledger.errors import InvalidInput, LedgerError
 from server.client import Unavailable
 from server.writer_process import WriterProcess, Written, encode_batch, error_of, results_of
-from tests.server.conftest import Server, wait_for
+from tests.server.conftest import Server, child_pid, wait_for
 from tests.support.strategies import property_settings, streams
 
 
@@ -133,16 +133,10 @@ def test_batches_waiting_together_are_one_write(tmp_path: Path) -> None:
 
 def _writer_pid(data: Path) -> int:
     """The pid of the writer process serving `data` (its command line names the directory)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"server.writer_process" in argv and str(data).encode() in argv:
-            return int(pid)
-    raise AssertionError(f"no writer process for {data}")
+    pid = child_pid(data, "server.writer_process")
+    if pid is None:
+        raise AssertionError(f"no writer process for {data}")
+    return pid
 
 
 def _committing(server: Server, queue: int, stop: threading.Event, acked: dict[int, int],
