@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ledger.commands.input_text import not_utf8
+from ledger.commands.input_text import not_utf8, utf8_error
 from ledger.commands.strict_json import check_unique_keys
 from ledger.errors import InvalidInput, LedgerError
 from ledger.limits import (
@@ -341,7 +341,7 @@ def from_json(raw: bytes | str, line: int | None = None) -> Command:
         where = f"line {line}: " if line is not None else ""
         if not data.strip():
             raise InvalidInput(f"{where}empty line") from None
-        raise InvalidInput(f"{where}invalid JSON: {e}") from None
+        raise InvalidInput(utf8_error(e, data, line) or f"{where}invalid JSON: {e}") from None
     except UnicodeDecodeError:  # msgspec checks the UTF-8 of strings as it meets them
         raise InvalidInput(not_utf8(data, line)) from None
     check_unique_keys(data, _loose.decode(data), "the command")
@@ -399,13 +399,13 @@ def decode_as(body: bytes, as_type: type[Command], extra: dict[str, Any] | None 
                                    f"{op}") from None
             raise InvalidInput(_explain(str(e), loose)) from None
         except msgspec.DecodeError as e:
-            raise InvalidInput(f"invalid JSON: {e}") from None
+            raise InvalidInput(_body_error(data, e)) from None
         except UnicodeDecodeError:
             raise InvalidInput(f"the body: {not_utf8(data)}") from None
     try:
         obj = _loose.decode(data)
     except (msgspec.DecodeError, RecursionError) as e:
-        raise InvalidInput(f"invalid JSON: {e}") from None
+        raise InvalidInput(_body_error(data, e)) from None
     except UnicodeDecodeError:
         raise InvalidInput(f"the body: {not_utf8(data)}") from None
     if not isinstance(obj, dict):
@@ -423,6 +423,12 @@ def decode_as(body: bytes, as_type: type[Command], extra: dict[str, Any] | None 
     if obj.setdefault("op", op) != op:
         raise InvalidInput(f"invalid op {_shown(obj['op'])}: this route takes {op}")
     return from_obj(obj)
+
+
+def _body_error(data: bytes, e: Exception) -> str:
+    """A request body's decoding error: where it stops being UTF-8, or the decoder's word."""
+    bad = utf8_error(e, data)
+    return f"the body: {bad}" if bad else f"invalid JSON: {e}"
 
 
 class BlankLine(LedgerError):
@@ -460,7 +466,7 @@ def decode_document(data: bytes) -> list[Command | InvalidInput]:
     try:
         items = _raw_items.decode(stripped)
     except msgspec.DecodeError as e:
-        raise InvalidInput(f"invalid JSON: {e}") from None
+        raise InvalidInput(_body_error(stripped, e)) from None
     except RecursionError:
         raise InvalidInput("invalid JSON: nested too deep") from None
     out: list[Command | InvalidInput] = []

@@ -22,6 +22,19 @@ def not_utf8(data: bytes, first_line: int | None = 1) -> str:
     return "not UTF-8 text"
 
 
+def utf8_error(error: Exception, data: bytes, first_line: int | None = 1) -> str | None:
+    """`not_utf8`'s message for a JSON decoder's `error` about bytes that are not UTF-8 in a
+    string, else None: msgspec (0.23) says only "Invalid UTF-8 encoded string" there, where
+    older versions raised UnicodeDecodeError."""
+    if "UTF-8" not in str(error):
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return not_utf8(data, first_line)
+    return None
+
+
 def text_of(data: bytes, what: str) -> str:
     """`data` as text (a UTF-8 BOM dropped); InvalidInput naming `what` and the line if it is
     not UTF-8."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from ledger.commands.input_text import utf8_error
 from ledger.errors import InvalidInput
 
 _loose = msgspec.json.Decoder()
@@ -65,6 +66,6 @@ def decode_strict(data: bytes, what: str) -> Any:
     try:
         value = _loose.decode(data.removeprefix(_BOM))
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as e:
-        raise InvalidInput(f"{what}: invalid JSON: {e}") from None
+        raise InvalidInput(f"{what}: {utf8_error(e, data) or f'invalid JSON: {e}'}") from None
     check_unique_keys(data, value, what)
     return value
