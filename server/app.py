@@ -28,6 +28,7 @@ from server.guard import Guard
 from server.metrics import Metrics
 from server.openapi import openapi_document
 from server.process import die_with_parent, worker_signals
+from server.reader_process import ReaderProcess
 from server.reads import ReadSide
 from server.routes import ROUTES, Api, HttpError, Request, Route, error_status
 from server.settings import ServeSettings
@@ -60,10 +61,17 @@ class App:
         root = Path(settings.data_dir)
         self.tokens = TokenFile.load(Path(settings.tokens)) if settings.tokens else None
         stats = BatchStats()
-        committer = Committer(root, loop,
-                              batch_commands_max=settings.batch_commands_max,
-                              pending_commands_max=settings.pending_commands_max, stats=stats)
-        reads = ReadSide(root, loop)
+        # the reader process opens its follower while the writer process recovers the log
+        reader = ReaderProcess(root)
+        try:
+            committer = Committer(root, loop,
+                                  batch_commands_max=settings.batch_commands_max,
+                                  pending_commands_max=settings.pending_commands_max,
+                                  stats=stats)
+        except BaseException:
+            reader.close(timeout=30)
+            raise
+        reads = ReadSide(root, loop, reader)
         self.metrics = metrics = Metrics(reads)
         stats.observe = metrics.batch
         stats.refused = metrics.commit_refused

@@ -77,8 +77,9 @@ def _error(e: BaseException) -> bytes:
 
 # ---------------------------------------------------------------- the server's end
 class ReaderProcess:
-    """The child reading `root`, started on construction (its follower open when this
-    returns, or its error raised here). `sock` is the server's end of the pipe."""
+    """The child reading `root`, started on construction; `ready` waits until its follower is
+    open (so that the server starts it beside the writer and waits for both at once). `sock`
+    is the server's end of the pipe."""
 
     def __init__(self, root: Path) -> None:
         ours, theirs = socket.socketpair()
@@ -89,10 +90,20 @@ class ReaderProcess:
                  str(root)], pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL)
         self.sock = ours
-        with ours.makefile("rb") as stream:
+
+    @classmethod
+    def started(cls, root: Path) -> ReaderProcess:
+        """A child whose follower is open (or its error raised here)."""
+        process = cls(root)
+        process.ready()
+        return process
+
+    def ready(self) -> None:
+        """Wait until the follower is open; the child's error raised here if it is not."""
+        with self.sock.makefile("rb") as stream:
             first = read_frame(stream)
         if first != _READY:
-            ours.close()
+            self.sock.close()
             self.proc.wait()
             if first is None:
                 raise ReaderGone("the reader process exited before it opened the ledger")
@@ -120,7 +131,8 @@ class ReaderLink:
     readable, each setting its read's future; a child that dies fails the reads it held
     (`ReaderGone`) and another one is started off the loop while new reads wait."""
 
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop,
+                 process: ReaderProcess | None = None) -> None:
         self._root = root
         self._loop = loop
         self._in_flight: deque[asyncio.Future[bytes]] = deque()
@@ -129,7 +141,10 @@ class ReaderLink:
         self._closed = False
         self._starting = False
         self.process: ReaderProcess | None = None
-        self._attach(ReaderProcess(root))
+        if process is None:
+            process = ReaderProcess(root)
+        process.ready()
+        self._attach(process)
 
     def read(self, fn: Callable[..., Any], args: Sequence[Any]) -> asyncio.Future[bytes]:
         """`fn(follower, *args)` encoded as JSON, in the child (called on the loop)."""
@@ -225,7 +240,8 @@ class ReaderLink:
             else:
                 self._attach(task.result())
 
-        self._loop.run_in_executor(None, ReaderProcess, self._root).add_done_callback(started)
+        self._loop.run_in_executor(None, ReaderProcess.started, self._root).add_done_callback(
+            started)
 
 
 # ---------------------------------------------------------------- the child's end

@@ -33,7 +33,7 @@ from ledger import Ledger, QueryStopped
 from ledger.reads.sandbox import SqlQuery
 from server.committer import Stopping
 from server.handoff import Answer, hand_over
-from server.reader_process import ReaderLink
+from server.reader_process import ReaderLink, ReaderProcess
 
 T = TypeVar("T")
 _Read = tuple[Callable[[Ledger], Any], asyncio.Future[Any]]
@@ -43,7 +43,10 @@ class ReadSide:
     """The follower, the lock that serializes reads on it and the reader thread that runs the
     routes' reads; the SQL queries running."""
 
-    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, root: Path, loop: asyncio.AbstractEventLoop,
+                 reader: ReaderProcess | None = None) -> None:
+        """`reader`: the reader process, when the server started it already (else it starts
+        here); its follower's open is waited for here."""
         self._ledger = Ledger.open(root, readonly=True)
         self._lock = threading.Lock()
         self._running: set[SqlQuery] = set()
@@ -54,7 +57,7 @@ class ReadSide:
         self._reads: queue.SimpleQueue[_Read | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="ledger-reader", daemon=True)
         self._thread.start()
-        self._process = ReaderLink(root, loop)
+        self._process = ReaderLink(root, loop, reader)
 
     def answer(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[bytes]:
         """`fn(follower, *args)` as JSON bytes, read in the reader process (called on the
