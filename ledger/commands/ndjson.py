@@ -35,6 +35,10 @@ from ledger.commands.command import BY_OP
 READ_BYTES = 1 << 20
 #: Bytes per block of input (about 130k lines of a typical feed): one fsync each.
 BLOCK_BYTES = 16 << 20
+#: The first block's bytes (about 17k lines), doubled block by block up to BLOCK_BYTES: the
+#: fold waits for the first block to be read and parsed, and a full one cost 0.22 s of a 4.7 s
+#: `apply` of 1M lines before anything else could run.
+FIRST_BLOCK_BYTES = 2 << 20
 
 #: Every field a command line may carry, typed as the bulk reader reads it. The reader is told
 #: the types of the fields nearly every line has (CORE) and infers the others, whose types are
@@ -79,19 +83,20 @@ def _ready(stream: IO[bytes]) -> bool:
 
 
 def line_blocks(stream: IO[bytes], max_lines: int) -> Iterator[tuple[bytes, int]]:
-    """(bytes of whole lines, number of lines): blocks of about BLOCK_BYTES and at most
-    `max_lines` lines, cut early when the input pauses; the last line of the input may lack
-    its newline. Lines are only counted per block (and found one by one only when a block
-    holds more than `max_lines`)."""
+    """(bytes of whole lines, number of lines): blocks of about BLOCK_BYTES (the first ones
+    smaller, from FIRST_BLOCK_BYTES) and at most `max_lines` lines, cut early when the input
+    pauses; the last line of the input may lack its newline. Lines are only counted per block
+    (and found one by one only when a block holds more than `max_lines`)."""
     read = getattr(stream, "read1", stream.read)
     parts: list[bytes] = []  # read since the last block (joined once per block)
     size = 0
+    limit = FIRST_BLOCK_BYTES
     while True:
         data = read(READ_BYTES)
         if data:
             parts.append(data)
             size += len(data)
-            if size < BLOCK_BYTES and _ready(stream):
+            if size < limit and _ready(stream):
                 continue
         pending = b"".join(parts)
         cut = len(pending) if not data else pending.rfind(b"\n") + 1
@@ -100,6 +105,7 @@ def line_blocks(stream: IO[bytes], max_lines: int) -> Iterator[tuple[bytes, int]
         if not data:
             return
         parts, size = [rest], len(rest)
+        limit = min(limit * 2, BLOCK_BYTES)
 
 
 def parsed_blocks(stream: IO[bytes], max_lines: int, min_bulk_lines: int

@@ -88,3 +88,25 @@ def test_a_caller_that_stops_early_is_not_held_by_the_reader(tmp_path: Path) -> 
         reader.close()
         if w >= 0:
             os.close(w)
+
+
+def test_the_first_blocks_are_small_and_grow_to_the_full_block() -> None:
+    """The fold waits for the first block to be read and parsed: it is FIRST_BLOCK_BYTES, not
+    BLOCK_BYTES, and each next block doubles up to BLOCK_BYTES; every line is in exactly one
+    block, whole, in order."""
+    import io
+
+    from ledger.commands.ndjson import BLOCK_BYTES, FIRST_BLOCK_BYTES, line_blocks
+
+    line = json.dumps({"op": "commit", "group": "g", "topic": "t", "queue_id": 0,
+                       "offset": 1, "ts": T0}).encode() + b"\n"
+    data = line * (3 * BLOCK_BYTES // len(line))
+    blocks = list(line_blocks(io.BytesIO(data), max_lines=10**9))
+    sizes = [len(b) for b, _ in blocks]
+    assert b"".join(b for b, _ in blocks) == data
+    assert all(b.endswith(b"\n") and n == b.count(b"\n") for b, n in blocks)
+    limits = [min(FIRST_BLOCK_BYTES << i, BLOCK_BYTES) for i in range(len(sizes))]
+    # each block is its limit cut back to a whole line (the last: what is left)
+    assert all(limit - len(line) < size <= limit for size, limit in zip(sizes[:-1], limits))
+    assert sizes[0] <= FIRST_BLOCK_BYTES < BLOCK_BYTES
+    assert max(sizes) > BLOCK_BYTES - len(line)
