@@ -107,6 +107,7 @@ def test_the_first_blocks_are_small_and_grow_to_the_full_block() -> None:
     assert all(b.endswith(b"\n") and n == b.count(b"\n") for b, n in blocks)
     limits = [min(FIRST_BLOCK_BYTES << i, BLOCK_BYTES) for i in range(len(sizes))]
     # each block is its limit cut back to a whole line (the last: what is left)
-    assert all(limit - len(line) < size <= limit for size, limit in zip(sizes[:-1], limits))
+    assert all(limit - len(line) < size <= limit
+               for size, limit in zip(sizes[:-1], limits[:-1], strict=True))
     assert sizes[0] <= FIRST_BLOCK_BYTES < BLOCK_BYTES
     assert max(sizes) > BLOCK_BYTES - len(line)
