@@ -42,7 +42,7 @@ import contextlib
 import gc
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +56,7 @@ from ledger.errors import InvalidInput, LedgerError
 from ledger.executor.handlers import run as run_one
 from ledger.executor.resident import Resident
 from ledger.executor.run_results import RESULT_SCHEMA, RunOutput, VectorResults, ascending
+from ledger.executor.sync_fold import SyncPlan, fold_syncs, plan_syncs, sources_ok
 from ledger.fold.events import EVENT_SCHEMA, EventBuffer
 from ledger.fold.position import NULL, rows_of
 from ledger.fold.state import BROADCAST, GroupSettings
@@ -354,7 +355,15 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     pinned_queues = np.unique(queue_id_of[(append & ~simple_append) | is_op("queue_truncate")
                                           | is_op("queue_bounds")])
     sync = is_op("sync")
-    touched = ((commit | pull) & ~hot) | sync  # decided per command: its key leaves the vector path
+    clients = pa.array(c_values, pa.string()).take(pa.array(c_codes, pa.int64(),
+                                                           mask=c_codes < 0))
+    syncs = _column_syncs(
+        job, batch, resident, sync & key_ok & offset_ok & (client_ok | client_null),
+        commit | pull | sync, key_id_of,
+        lambda rows: _key_names(g_values, t_values, g_codes, t_codes, qid, rows), offset,
+        clients)
+    # decided per command: its key leaves the vector path
+    touched = ((commit | pull) & ~hot) | (sync & ~syncs.mask)
     pinned_keys = np.unique(key_id_of[touched])
 
     rows = np.nonzero(hot & ~np.isin(key_id_of, pinned_keys)
@@ -367,7 +376,44 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     per_command = np.ones(n, bool)
     per_command[vec.s[vec.keep]] = False
     resident.evict(key_id_of[per_command & (commit | pull | sync)])
-    return _merge(job, batch, line_base, now, vec, ts_ok | ~ts_present)
+    return _merge(job, batch, line_base, now, vec, ts_ok | ~ts_present, syncs)
+
+
+@dataclass
+class _Syncs:
+    """The syncs of a run folded column-wise (`sync_fold`): their plan, and their rows."""
+
+    plan: SyncPlan | None
+    mask: np.ndarray
+
+
+def _column_syncs(job: Job, batch: pa.Table, resident: Resident, candidate: np.ndarray,
+                  keyed: np.ndarray, key_id_of: np.ndarray,
+                  name_of: Callable[[np.ndarray], list[tuple[str, str, int]]],
+                  offset: np.ndarray, client: pa.Array) -> _Syncs:
+    """The `candidate` syncs (their values checked) whose keys no other line of the run
+    (`keyed`: every line on a key) touches, planned once their keys leave the residents."""
+    mask = np.zeros(len(candidate), bool)
+    if not candidate.any():
+        return _Syncs(None, mask)
+    valid_source, source = sources_ok(batch)
+    candidate = candidate & valid_source
+    candidate &= ~np.isin(key_id_of, key_id_of[keyed & ~candidate])
+    rows = np.nonzero(candidate)[0]
+    if not len(rows):
+        return _Syncs(None, mask)
+    resident.evict(key_id_of[rows])  # their Positions current: the plan reads them
+    plan, _ = plan_syncs(job.writer.state, job.writer.root, rows, key_id_of, name_of, offset,
+                         source, client)
+    mask[plan.rows] = True
+    return _Syncs(plan, mask)
+
+
+def _key_names(g_values: list[Any], t_values: list[Any], g_codes: np.ndarray,
+               t_codes: np.ndarray, qid: np.ndarray, rows: np.ndarray
+               ) -> list[tuple[str, str, int]]:
+    return [(g_values[g], t_values[t], q) for g, t, q in zip(
+        g_codes[rows].tolist(), t_codes[rows].tolist(), qid[rows].tolist(), strict=True)]
 
 
 def _per_command(job: Job, batch: pa.Table, line_base: int) -> RunOutput:
@@ -693,13 +739,13 @@ class _VectorRun:
 
 
 def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _VectorRun,
-           time_ok: np.ndarray) -> RunOutput:
-    """Fold the other rows per command, in order, then merge both into line order."""
+           time_ok: np.ndarray, syncs: _Syncs) -> RunOutput:
+    """Fold the other rows per command, in order, then merge all into line order."""
     n = batch.num_rows
     vec_mask = np.zeros(n, bool)
     vec_rows_sorted = vec.s[vec.keep]
     vec_mask[vec_rows_sorted] = True
-    slow = np.nonzero(~vec_mask)[0]
+    slow = np.nonzero(~vec_mask & ~syncs.mask)[0]
     buf = EventBuffer()
     results: list[Any] = [None] * n
     slow_event_line: list[int] = []
@@ -709,6 +755,11 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
         results[row] = job.run(cmd, line_base + row, buf, now=at)
         slow_event_line.extend([row] * (len(buf) - before))
     n_vec_events = vec.write_back()
+    sync_events, sync_lines, sync_results = EVENT_SCHEMA.empty_table(), np.zeros(0, np.int64), None
+    if syncs.plan is not None:
+        sync_events, sync_lines, sync_results = fold_syncs(
+            job.writer.state, syncs.plan, now, line_base,
+            lambda rows: job.actors_of(rows + line_base))
 
     # the vector rows' events and results, in line order (they were folded in (key, line)
     # order; taking the events' rows back into line order from there was 15% of a mixed run)
@@ -751,9 +802,10 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
         generation=generation, count=pulled - next_offset)
 
     slow_table = pa.Table.from_batches([buf.to_record_batch(0)])
-    events = pa.concat_tables([slow_table, init_events, vec_events])
+    events = pa.concat_tables([slow_table, sync_events, init_events, vec_events])
     # a line's `initial` event comes before its pull: the stable sort keeps this order
-    event_line = np.concatenate((np.asarray(slow_event_line, np.int64), init_rows, ev_rows))
+    event_line = np.concatenate((np.asarray(slow_event_line, np.int64), sync_lines, init_rows,
+                                 ev_rows))
     if ascending(event_line, strict=False):  # a line's events share its number
         sorted_lines = event_line  # one kind of line only (commits): in line order already
     else:
@@ -763,7 +815,7 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
     last_event = np.full(n, -1, np.int64)
     ends = _group_ends(sorted_lines)
     last_event[sorted_lines[ends]] = ends
-    return RunOutput(events, results, last_event, line_base, vector)
+    return RunOutput(events, results, last_event, line_base, vector, sync_results)
 
 
 def _initial_events(vec: _VectorRun) -> tuple[np.ndarray, pa.Table]:

@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.commands.results import CommitResult, PullResult, Result
+from ledger.commands.results import CommitResult, PullResult, Result, SyncResult
+from ledger.fold.position import NULL
 
 #: Results of an Arrow apply, one row per line; `detail` holds any other field of the line's
 #: result as JSON (a queue's bounds, a reset's plan, a group's settings).
@@ -76,6 +77,19 @@ def _join(mask: np.ndarray, *pieces: str | pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "")
 
 
+def _in_line_order(parts: list[tuple[np.ndarray, Any]], concat: Any) -> Any:
+    """Parts of a run's results (each: its lines' indices, ascending, and their rows), every
+    line in exactly one, joined in line order: the inverse permutation, or no copy at all when
+    the parts are in order already (a run of one kind)."""
+    at = np.concatenate([rows for rows, _ in parts])
+    joined = concat([part for _, part in parts])
+    if ascending(at):
+        return joined
+    order = np.empty(len(at), np.int64)
+    order[at] = np.arange(len(at))
+    return joined.take(pa.array(order, pa.int64()))
+
+
 @dataclass
 class VectorResults:
     """Results of the lines folded column-wise, as columns: dicts are built once seqs are known."""
@@ -90,6 +104,67 @@ class VectorResults:
 
 
 @dataclass
+class SyncResults:
+    """Results of the syncs folded column-wise (ledger/executor/sync_fold.py), as columns."""
+
+    rows: np.ndarray  # line index in the run, ascending
+    group: pa.Array
+    topic: pa.Array
+    queue_id: np.ndarray
+    before: np.ndarray  # the committed offset before, NULL for none
+    offset: np.ndarray
+    changed: np.ndarray
+
+    def typed(self, line_base: int, seqs: np.ndarray) -> list[SyncResult]:
+        """Each row's SyncResult (`seqs`: each line's seq, -1 for none)."""
+        return [SyncResult(line=line_base + row, op="sync", seq=seq if changed else None,
+                           consumer_group=g, topic=t, queue_id=q,
+                           from_offset=None if b == NULL else b, to_offset=o,
+                           changed=changed)
+                for row, seq, g, t, q, b, o, changed in zip(
+                    self.rows.tolist(), seqs[self.rows].tolist(), self.group.to_pylist(),
+                    self.topic.to_pylist(), self.queue_id.tolist(), self.before.tolist(),
+                    self.offset.tolist(), self.changed.tolist(), strict=True)]
+
+    def _fields(self) -> list[str | pa.Array]:
+        """The pieces of `"consumer_group":...,"changed":` (without its value) per row."""
+        before = pa.array(self.before, pa.int64())
+        from_offset = pc.if_else(pc.equal(before, NULL), "null", before.cast(pa.string()))
+        return ['"consumer_group":"', self.group, '","topic":"', self.topic, '","queue_id":',
+                pa.array(self.queue_id, pa.int64()).cast(pa.string()), ',"from_offset":',
+                from_offset, ',"to_offset":', pa.array(self.offset, pa.int64()).cast(pa.string()),
+                ',"changed":']
+
+    def json_lines(self, line_base: int, seqs: np.ndarray) -> list[tuple[np.ndarray, pa.Array]]:
+        """The rows' JSON lines as msgspec writes their SyncResult: (rows, lines) of the changed
+        ones (with a seq), then the others."""
+        line = pa.array(self.rows + line_base, pa.int64()).cast(pa.string())
+        seq = pa.array(seqs[self.rows], pa.int64()).cast(pa.string())
+        fields, changed = self._fields(), self.changed
+        return [
+            (self.rows[changed], _join(changed, '{"line":', line, ',"op":"sync","seq":', seq, ",",
+                                       *fields, "true}\n")),
+            (self.rows[~changed], _join(~changed, '{"line":', line, ',"op":"sync",', *fields,
+                                        "false}\n")),
+        ]
+
+    def table(self, line_base: int, seqs: np.ndarray) -> pa.Table:
+        """The rows as RESULT_SCHEMA rows, their own fields as `detail`."""
+        n = len(self.rows)
+        every = np.ones(n, bool)
+        detail = _join(every, "{", *self._fields(),
+                       pc.if_else(pa.array(self.changed), "true}", "false}"))
+        return pa.table([
+            pa.array(self.rows + line_base, pa.int64()),
+            pa.repeat(pa.scalar("sync", pa.string()), n),
+            pa.array(seqs[self.rows], pa.int64(), mask=~self.changed),
+            *(pa.nulls(n, f.type) for f in RESULT_SCHEMA if f.name not in
+              ("line", "op", "seq", "detail")),
+            detail,
+        ], schema=RESULT_SCHEMA)
+
+
+@dataclass
 class RunOutput:
     """A folded run: its events (EVENT_SCHEMA, seq not yet assigned) and one result per line
     (None where `vector` holds it), with the index of the line's last event in `events` (-1:
@@ -100,10 +175,13 @@ class RunOutput:
     last_event: np.ndarray
     line_base: int
     vector: VectorResults | None = None
+    syncs: SyncResults | None = None
 
     @property
     def vector_rows(self) -> int:
-        return 0 if self.vector is None else len(self.vector.rows)
+        """Lines folded column-wise."""
+        return ((0 if self.syncs is None else len(self.syncs.rows))
+                + (0 if self.vector is None else len(self.vector.rows)))
 
     def _per_command_results(self, first_seq: int) -> tuple[np.ndarray, np.ndarray]:
         """(each line's seq or -1, the lines folded per command), those lines' seqs set."""
@@ -111,6 +189,8 @@ class RunOutput:
         per_command = np.ones(len(self.results), bool)
         if self.vector is not None:
             per_command[self.vector.rows] = False
+        if self.syncs is not None:
+            per_command[self.syncs.rows] = False
         rows = np.nonzero(per_command)[0]
         set_seqs([self.results[i] for i in rows.tolist()], seqs[rows].tolist())  # type: ignore[misc]
         return seqs, rows
@@ -120,6 +200,10 @@ class RunOutput:
         seqs, _ = self._per_command_results(first_seq)
         if self.vector is not None:
             self._fill_vector(self.vector, seqs)
+        if self.syncs is not None:
+            for row, result in zip(self.syncs.rows.tolist(),
+                                   self.syncs.typed(self.line_base, seqs), strict=True):
+                self.results[row] = result
         return self.results  # type: ignore[return-value]
 
     def errors(self) -> int:
@@ -135,67 +219,63 @@ class RunOutput:
         seqs, rows = self._per_command_results(first_seq)
         slow = pa.array([_encode_json(self.results[i]).decode() + "\n" for i in rows.tolist()],
                         pa.string())
+        parts = [(rows, slow)]
         v = self.vector
-        if v is None:
-            return slow
-        line = pa.array(v.rows + self.line_base, pa.int64()).cast(pa.string())
-        offset = pa.array(v.offset, pa.int64()).cast(pa.string())
-        pull, accepted = v.is_pull, v.accepted & ~v.is_pull
-        refused = ~v.is_pull & ~v.accepted
-        seq = pa.array(seqs[v.rows], pa.int64()).cast(pa.string())
-        # (a string per row made in numpy, then converted, was a fifth of the results' time)
-        reason = _REASONS.take(pa.array(v.invalid.astype(np.int8)))
-        text = [
-            _join(pull, '{"line":', line, ',"op":"pull","seq":', seq, ',"next_offset":', offset,
-                  ',"generation":', pa.array(v.generation, pa.int64()).cast(pa.string()),
-                  ',"count":', pa.array(v.count, pa.int64()).cast(pa.string()), "}\n"),
-            _join(accepted, '{"line":', line, ',"op":"commit","seq":', seq,
-                  ',"accepted":true,"reason":null,"offset":', offset, "}\n"),
-            _join(refused, '{"line":', line, ',"op":"commit","error":"commit refused: ', reason,
-                  '","accepted":false,"reason":"', reason, '","offset":', offset, "}\n"),
-        ]
-        at = np.concatenate((rows, v.rows[pull], v.rows[accepted], v.rows[refused]))
-        lines = pa.concat_arrays([slow, *text])
-        if ascending(at):
-            return lines  # already in line order (a run of one kind): no copy of every line
-        order = np.empty(len(at), np.int64)
-        order[at] = np.arange(len(at))
-        return lines.take(pa.array(order, pa.int64()))
+        if v is not None:
+            line = pa.array(v.rows + self.line_base, pa.int64()).cast(pa.string())
+            offset = pa.array(v.offset, pa.int64()).cast(pa.string())
+            pull, accepted = v.is_pull, v.accepted & ~v.is_pull
+            refused = ~v.is_pull & ~v.accepted
+            seq = pa.array(seqs[v.rows], pa.int64()).cast(pa.string())
+            # (a string per row made in numpy, then converted, was a fifth of the results' time)
+            reason = _REASONS.take(pa.array(v.invalid.astype(np.int8)))
+            parts += [
+                (v.rows[pull], _join(
+                    pull, '{"line":', line, ',"op":"pull","seq":', seq, ',"next_offset":',
+                    offset, ',"generation":',
+                    pa.array(v.generation, pa.int64()).cast(pa.string()), ',"count":',
+                    pa.array(v.count, pa.int64()).cast(pa.string()), "}\n")),
+                (v.rows[accepted], _join(accepted, '{"line":', line, ',"op":"commit","seq":', seq,
+                                         ',"accepted":true,"reason":null,"offset":', offset,
+                                         "}\n")),
+                (v.rows[refused], _join(refused, '{"line":', line,
+                                        ',"op":"commit","error":"commit refused: ', reason,
+                                        '","accepted":false,"reason":"', reason, '","offset":',
+                                        offset, "}\n")),
+            ]
+        if self.syncs is not None:
+            parts += self.syncs.json_lines(self.line_base, seqs)
+        return _in_line_order(parts, pa.concat_arrays)
 
     def result_table(self, first_seq: int) -> pa.Table:
         """`final_results` as RESULT_SCHEMA columns, without a dict per line folded column-wise."""
-        v = self.vector
-        if v is None:
-            return results_table(self.final_results(first_seq))
         seqs, rows = self._per_command_results(first_seq)
-        slow = results_table([self.results[i] for i in rows.tolist()])  # type: ignore[misc]
-        refused = ~v.is_pull & ~v.accepted
-        reason = np.where(v.invalid, 1, 2)
-        reasons = pa.array([None, "invalid", "stale"], pa.string())
-        errors = pa.array([None, "commit refused: invalid", "commit refused: stale"], pa.string())
-        code = pa.array(np.where(refused, reason, 0).astype(np.int8))
-        pull, commit = v.is_pull, ~v.is_pull
-        fast = pa.table([
-            pa.array(v.rows + self.line_base, pa.int64()),
-            pa.array(["commit", "pull"], pa.string()).take(pa.array(pull.astype(np.int8))),
-            pa.array(seqs[v.rows], pa.int64(), mask=refused),
-            errors.take(code),
-            pa.array(v.accepted, pa.bool_(), mask=pull),
-            reasons.take(code),
-            pa.array(v.offset, pa.int64(), mask=pull),
-            pa.array(v.offset, pa.int64(), mask=commit),
-            pa.array(v.generation, pa.int64(), mask=commit),
-            pa.array(v.count, pa.int64(), mask=commit),
-            pa.nulls(len(v.rows), pa.string()),
-        ], schema=RESULT_SCHEMA)
-        table = pa.concat_tables([slow, fast])
-        # every line is in exactly one of the two: line order is the inverse permutation
-        at = np.concatenate((rows, v.rows))
-        if ascending(at):
-            return table  # one of the two only (commits): in line order already
-        order = np.empty(len(at), np.int64)
-        order[at] = np.arange(len(at))
-        return table.take(pa.array(order, pa.int64()))
+        parts = [(rows, results_table([self.results[i] for i in rows.tolist()]))]  # type: ignore[misc]
+        v = self.vector
+        if v is not None:
+            refused = ~v.is_pull & ~v.accepted
+            reason = np.where(v.invalid, 1, 2)
+            reasons = pa.array([None, "invalid", "stale"], pa.string())
+            errors = pa.array([None, "commit refused: invalid", "commit refused: stale"],
+                              pa.string())
+            code = pa.array(np.where(refused, reason, 0).astype(np.int8))
+            pull, commit = v.is_pull, ~v.is_pull
+            parts.append((v.rows, pa.table([
+                pa.array(v.rows + self.line_base, pa.int64()),
+                pa.array(["commit", "pull"], pa.string()).take(pa.array(pull.astype(np.int8))),
+                pa.array(seqs[v.rows], pa.int64(), mask=refused),
+                errors.take(code),
+                pa.array(v.accepted, pa.bool_(), mask=pull),
+                reasons.take(code),
+                pa.array(v.offset, pa.int64(), mask=pull),
+                pa.array(v.offset, pa.int64(), mask=commit),
+                pa.array(v.generation, pa.int64(), mask=commit),
+                pa.array(v.count, pa.int64(), mask=commit),
+                pa.nulls(len(v.rows), pa.string()),
+            ], schema=RESULT_SCHEMA)))
+        if self.syncs is not None:
+            parts.append((self.syncs.rows, self.syncs.table(self.line_base, seqs)))
+        return _in_line_order(parts, pa.concat_tables)
 
     def _fill_vector(self, v: VectorResults, seqs: np.ndarray) -> None:
         results, base = self.results, self.line_base
