@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 
 from ledger.commands.command import BARRIER_OPS, Command, from_arrow_rows
 from ledger.errors import InvalidInput, LedgerError
+from ledger.executor.append_fold import AppendPlan, fold_appends, plan_appends
 from ledger.executor.handlers import run as run_one
 from ledger.executor.resident import Resident
 from ledger.executor.run_results import RESULT_SCHEMA, RunOutput, VectorResults, ascending
@@ -376,7 +377,25 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     per_command = np.ones(n, bool)
     per_command[vec.s[vec.keep]] = False
     resident.evict(key_id_of[per_command & (commit | pull | sync)])
-    return _merge(job, batch, line_base, now, vec, ts_ok | ~ts_present, syncs)
+    # appends on queues that no line folded per command reads fold column-wise too
+    readers = per_command & (commit | pull)
+    appends = plan_appends(
+        state, np.nonzero(simple_append & ~np.isin(queue_id_of, pinned_queues)
+                          & ~np.isin(queue_id_of, queue_id_of[readers]))[0], queue_id_of,
+        lambda row: (t_values[t_codes[row]], int(qid[row])), count)
+    store, _, _ = cols.ints("store_time", 0, TS_MAX)
+    return _merge(job, batch, line_base, now, vec, ts_ok | ~ts_present, syncs,
+                  _Appends(appends, count, store, store_present))
+
+
+@dataclass
+class _Appends:
+    """The appends of a run folded column-wise (`append_fold`), with their columns."""
+
+    plan: AppendPlan
+    count: np.ndarray
+    store: np.ndarray
+    store_given: np.ndarray
 
 
 @dataclass
@@ -739,12 +758,13 @@ class _VectorRun:
 
 
 def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _VectorRun,
-           time_ok: np.ndarray, syncs: _Syncs) -> RunOutput:
+           time_ok: np.ndarray, syncs: _Syncs, appends: _Appends) -> RunOutput:
     """Fold the other rows per command, in order, then merge all into line order."""
     n = batch.num_rows
     vec_mask = np.zeros(n, bool)
     vec_rows_sorted = vec.s[vec.keep]
     vec_mask[vec_rows_sorted] = True
+    vec_mask[appends.plan.rows] = True
     slow = np.nonzero(~vec_mask & ~syncs.mask)[0]
     buf = EventBuffer()
     results: list[Any] = [None] * n
@@ -755,6 +775,9 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
         results[row] = job.run(cmd, line_base + row, buf, now=at)
         slow_event_line.extend([row] * (len(buf) - before))
     n_vec_events = vec.write_back()
+    append_events, append_lines, append_results = fold_appends(
+        job.writer.state, appends.plan, now, appends.count, appends.store, appends.store_given,
+        line_base, lambda rows: job.actors_of(rows + line_base))
     sync_events, sync_lines, sync_results = EVENT_SCHEMA.empty_table(), np.zeros(0, np.int64), None
     if syncs.plan is not None:
         sync_events, sync_lines, sync_results = fold_syncs(
@@ -802,10 +825,11 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
         generation=generation, count=pulled - next_offset)
 
     slow_table = pa.Table.from_batches([buf.to_record_batch(0)])
-    events = pa.concat_tables([slow_table, sync_events, init_events, vec_events])
+    events = pa.concat_tables([slow_table, append_events, sync_events, init_events,
+                               vec_events])
     # a line's `initial` event comes before its pull: the stable sort keeps this order
-    event_line = np.concatenate((np.asarray(slow_event_line, np.int64), sync_lines, init_rows,
-                                 ev_rows))
+    event_line = np.concatenate((np.asarray(slow_event_line, np.int64), append_lines,
+                                 sync_lines, init_rows, ev_rows))
     if ascending(event_line, strict=False):  # a line's events share its number
         sorted_lines = event_line  # one kind of line only (commits): in line order already
     else:
@@ -815,7 +839,8 @@ def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _Vec
     last_event = np.full(n, -1, np.int64)
     ends = _group_ends(sorted_lines)
     last_event[sorted_lines[ends]] = ends
-    return RunOutput(events, results, last_event, line_base, vector, sync_results)
+    return RunOutput(events, results, last_event, line_base, vector, sync_results,
+                     append_results if len(append_lines) else None)
 
 
 def _initial_events(vec: _VectorRun) -> tuple[np.ndarray, pa.Table]:

@@ -12,7 +12,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.commands.results import CommitResult, PullResult, Result, SyncResult
+from ledger.commands.results import (
+    CommitResult,
+    PullResult,
+    QueueResult,
+    Result,
+    SyncResult,
+)
 from ledger.fold.position import NULL
 
 #: Results of an Arrow apply, one row per line; `detail` holds any other field of the line's
@@ -165,6 +171,52 @@ class SyncResults:
 
 
 @dataclass
+class AppendResults:
+    """Results of the queue appends folded column-wise (ledger/executor/append_fold.py)."""
+
+    rows: np.ndarray  # line index in the run, ascending
+    topic: pa.Array
+    queue_id: np.ndarray
+    min_offset: np.ndarray
+    max_offset: np.ndarray  # after the append
+
+    def typed(self, line_base: int, seqs: np.ndarray) -> list[QueueResult]:
+        """Each row's QueueResult (`seqs`: each line's seq)."""
+        return [QueueResult(line=line_base + row, op="queue_append", seq=seq, topic=t,
+                            queue_id=q, min_offset=lo, max_offset=hi)
+                for row, seq, t, q, lo, hi in zip(
+                    self.rows.tolist(), seqs[self.rows].tolist(), self.topic.to_pylist(),
+                    self.queue_id.tolist(), self.min_offset.tolist(), self.max_offset.tolist(),
+                    strict=True)]
+
+    def _fields(self) -> list[str | pa.Array]:
+        return ['"topic":"', self.topic, '","queue_id":',
+                pa.array(self.queue_id, pa.int64()).cast(pa.string()), ',"min_offset":',
+                pa.array(self.min_offset, pa.int64()).cast(pa.string()), ',"max_offset":',
+                pa.array(self.max_offset, pa.int64()).cast(pa.string()), "}"]
+
+    def json_lines(self, line_base: int, seqs: np.ndarray) -> list[tuple[np.ndarray, pa.Array]]:
+        """The rows' JSON lines as msgspec writes their QueueResult."""
+        every = np.ones(len(self.rows), bool)
+        line = pa.array(self.rows + line_base, pa.int64()).cast(pa.string())
+        seq = pa.array(seqs[self.rows], pa.int64()).cast(pa.string())
+        return [(self.rows, _join(every, '{"line":', line, ',"op":"queue_append","seq":', seq,
+                                  ",", *self._fields(), "\n"))]
+
+    def table(self, line_base: int, seqs: np.ndarray) -> pa.Table:
+        """The rows as RESULT_SCHEMA rows, their own fields as `detail`."""
+        n = len(self.rows)
+        return pa.table([
+            pa.array(self.rows + line_base, pa.int64()),
+            pa.repeat(pa.scalar("queue_append", pa.string()), n),
+            pa.array(seqs[self.rows], pa.int64()),
+            *(pa.nulls(n, f.type) for f in RESULT_SCHEMA if f.name not in
+              ("line", "op", "seq", "detail")),
+            _join(np.ones(n, bool), "{", *self._fields()),
+        ], schema=RESULT_SCHEMA)
+
+
+@dataclass
 class RunOutput:
     """A folded run: its events (EVENT_SCHEMA, seq not yet assigned) and one result per line
     (None where `vector` holds it), with the index of the line's last event in `events` (-1:
@@ -176,11 +228,17 @@ class RunOutput:
     line_base: int
     vector: VectorResults | None = None
     syncs: SyncResults | None = None
+    appends: AppendResults | None = None
+
+    @property
+    def _apart(self) -> list[SyncResults | AppendResults]:
+        """The results of the other kinds folded column-wise."""
+        return [r for r in (self.syncs, self.appends) if r is not None]
 
     @property
     def vector_rows(self) -> int:
         """Lines folded column-wise."""
-        return ((0 if self.syncs is None else len(self.syncs.rows))
+        return (sum(len(r.rows) for r in self._apart)
                 + (0 if self.vector is None else len(self.vector.rows)))
 
     def _per_command_results(self, first_seq: int) -> tuple[np.ndarray, np.ndarray]:
@@ -189,8 +247,8 @@ class RunOutput:
         per_command = np.ones(len(self.results), bool)
         if self.vector is not None:
             per_command[self.vector.rows] = False
-        if self.syncs is not None:
-            per_command[self.syncs.rows] = False
+        for apart in self._apart:
+            per_command[apart.rows] = False
         rows = np.nonzero(per_command)[0]
         set_seqs([self.results[i] for i in rows.tolist()], seqs[rows].tolist())  # type: ignore[misc]
         return seqs, rows
@@ -200,9 +258,9 @@ class RunOutput:
         seqs, _ = self._per_command_results(first_seq)
         if self.vector is not None:
             self._fill_vector(self.vector, seqs)
-        if self.syncs is not None:
-            for row, result in zip(self.syncs.rows.tolist(),
-                                   self.syncs.typed(self.line_base, seqs), strict=True):
+        for apart in self._apart:
+            for row, result in zip(apart.rows.tolist(), apart.typed(self.line_base, seqs),
+                                   strict=True):
                 self.results[row] = result
         return self.results  # type: ignore[return-value]
 
@@ -243,8 +301,8 @@ class RunOutput:
                                         '","accepted":false,"reason":"', reason, '","offset":',
                                         offset, "}\n")),
             ]
-        if self.syncs is not None:
-            parts += self.syncs.json_lines(self.line_base, seqs)
+        for apart in self._apart:
+            parts += apart.json_lines(self.line_base, seqs)
         return _in_line_order(parts, pa.concat_arrays)
 
     def result_table(self, first_seq: int) -> pa.Table:
@@ -273,8 +331,8 @@ class RunOutput:
                 pa.array(v.count, pa.int64(), mask=commit),
                 pa.nulls(len(v.rows), pa.string()),
             ], schema=RESULT_SCHEMA)))
-        if self.syncs is not None:
-            parts.append((self.syncs.rows, self.syncs.table(self.line_base, seqs)))
+        for apart in self._apart:
+            parts.append((apart.rows, apart.table(self.line_base, seqs)))
         return _in_line_order(parts, pa.concat_tables)
 
     def _fill_vector(self, v: VectorResults, seqs: np.ndarray) -> None:

@@ -311,7 +311,7 @@ def test_first_pulls_of_new_keys_fold_column_wise_with_their_initial_event(tmp_p
             results.append((out, led.log.read(), led.snapshot()))
         monkeypatch.undo()
         if how == "columns":
-            assert sum(v for v, _ in folded) == 18  # every pull and commit
+            assert sum(v for v, _ in folded) == 24  # every pull, commit and append
     (a_out, a_log, a_snap), (b_out, b_log, b_snap) = results
     assert a_out == b_out and a_snap == b_snap
     assert a_log.equals(b_log), _first_difference(a_log, b_log)

@@ -163,11 +163,15 @@ def test_a_broadcast_groups_syncs_name_no_client(tmp_path: Path, folded: list[in
 
 def test_the_json_lines_and_the_arrow_results_are_the_per_command_ones(
         tmp_path: Path, folded: list[int]) -> None:
+    assert_answers_as_per_command(tmp_path, _stream(7))
+    assert sum(folded) > 0
+
+
+def assert_answers_as_per_command(tmp_path: Path, lines: list[dict[str, Any]]) -> None:
     """`apply` prints the very bytes msgspec writes for each result, and `apply_arrow` holds
     the result's other fields as `detail`, whichever path folded the line."""
     import io
 
-    lines = _stream(7)
     data = b"".join(json.dumps({k: v for k, v in line.items() if v is not None}).encode()
                     + b"\n" for line in lines)
     printed = []
@@ -176,7 +180,6 @@ def test_the_json_lines_and_the_arrow_results_are_the_per_command_ones(
                          apply_batch_commands=batch) as led:
             printed.append(b"".join(bytes(text) for text, _, _ in
                                     led.apply_ndjson(io.BytesIO(data))))
-    assert sum(folded) > 0
     assert printed[1] == printed[0]
     with Ledger.open(tmp_path / "arrow", clock=FakeClock(), offsets_retention_ms=10**12) as led:
         table = led.apply_arrow(_table([{k: v for k, v in line.items() if v is not None}
