@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-import ledger.executor.columnar as columnar
-from ledger import Ledger
-from tests.ledger.test_sync_fold import _state, _table, assert_answers_as_per_command
-from tests.support.clock import T0, FakeClock
+from tests.ledger.column_paths import assert_answers_as_per_command, both_paths, counted
+from tests.support.clock import T0
 
 KEYS = [(f"g{g}", t, q) for g in range(4) for t in ("t", "u") for q in range(4)]
 
@@ -58,29 +56,9 @@ def test_appends_fold_column_wise_as_per_command(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  seed: int, batch: int) -> None:
     """(batch 1000: many runs, each queue's time index carried from run to run)"""
-    folded: list[int] = []
-    real = columnar.fold_appends
-
-    def counting(state: Any, plan: Any, *args: Any) -> Any:
-        folded.append(len(plan.rows))
-        return real(state, plan, *args)
-
-    monkeypatch.setattr(columnar, "fold_appends", counting)
+    folded = counted(monkeypatch, "fold_appends")
     lines = _stream(seed)
-    out = []
-    for name, by_columns in (("commands", False), ("columns", True)):
-        with Ledger.open(tmp_path / name, clock=FakeClock(),
-                         apply_column_batch_commands=batch) as led:
-            if by_columns:
-                results = list(led.apply(_table(lines)))
-            else:  # batches below the column path's minimum: every line per command
-                results = []
-                for start in range(0, len(lines), 1000):
-                    part = led.apply([{k: v for k, v in line.items() if v is not None}
-                                      for line in lines[start:start + 1000]])
-                    results += [{**r, "line": r["line"] + start} for r in part]
-            out.append((results, led.log.read(), _state(led)))
-    per_command, by_columns = out
+    per_command, by_columns = both_paths(tmp_path, lines, apply_column_batch_commands=batch)
     assert by_columns[0] == per_command[0]
     assert by_columns[1].equals(per_command[1])
     assert by_columns[2] == per_command[2]
@@ -92,13 +70,6 @@ def test_appends_fold_column_wise_as_per_command(tmp_path: Path,
 
 def test_appends_answer_as_per_command_in_json_and_arrow(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    folded: list[int] = []
-    real = columnar.fold_appends
-
-    def counting(state: Any, plan: Any, *args: Any) -> Any:
-        folded.append(len(plan.rows))
-        return real(state, plan, *args)
-
-    monkeypatch.setattr(columnar, "fold_appends", counting)
+    folded = counted(monkeypatch, "fold_appends")
     assert_answers_as_per_command(tmp_path, _stream(4))
     assert sum(folded) > 0

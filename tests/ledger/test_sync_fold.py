@@ -10,16 +10,11 @@ import random
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import ledger.executor.columnar as columnar
-from ledger import Ledger
-from ledger.store.checkpoint import state_to_table
-from tests.support.clock import T0, FakeClock
-
-ROWS = 6000  # above the column-wise path's minimum
+from tests.ledger.column_paths import ROWS, assert_answers_as_per_command, both_paths, counted
+from tests.support.clock import T0
 
 
 def _stream(seed: int, *, syncs: float = 0.8, broadcast: bool = False) -> list[dict[str, Any]]:
@@ -57,62 +52,17 @@ def _stream(seed: int, *, syncs: float = 0.8, broadcast: bool = False) -> list[d
     return out
 
 
-def _table(lines: list[dict[str, Any]]) -> pa.Table:
-    names = sorted({k for line in lines for k in line})
-    return pa.table({k: [line.get(k) for line in lines] for k in names})
-
-
-def _state(led: Ledger) -> list[dict[str, Any]]:
-    table = state_to_table(led.writer.state)
-    keys = ["row", "consumer_group", "topic", "queue_id", "client_id", "min_offset", "store_ts"]
-    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
-    rows = table.take(order).to_pylist()
-    for row in rows:  # a position's client generations: a dict, in whichever order they came
-        if row["row"] in ("position", "client") and row["detail"]:
-            row["detail"] = json.loads(row["detail"])
-    return rows
-
-
-def _both(tmp_path: Path, lines: list[dict[str, Any]], policy: str | None = None
-          ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    out = []
-    for name, by_columns in (("commands", False), ("columns", True)):
-        root = tmp_path / name
-        root.mkdir()
-        if policy is not None:
-            (root / "reset-policy.toml").write_text(policy)
-        with Ledger.open(root, clock=FakeClock(), offsets_retention_ms=10**12) as led:
-            if by_columns:
-                results = list(led.apply(_table(lines)))
-            else:  # batches below the column path's minimum: every line per command
-                results = []
-                for start in range(0, len(lines), 1000):
-                    part = led.apply([{k: v for k, v in line.items() if v is not None}
-                                      for line in lines[start:start + 1000]])
-                    results += [{**r, "line": r["line"] + start} for r in part]
-            out.append((results, led.log.read(), _state(led)))
-    return out[0], out[1]
-
-
 @pytest.fixture
 def folded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Syncs folded column-wise, counted."""
-    counts: list[int] = []
-    real = columnar.fold_syncs
-
-    def counting(state: Any, plan: Any, *args: Any) -> Any:
-        counts.append(len(plan.rows))
-        return real(state, plan, *args)
-
-    monkeypatch.setattr(columnar, "fold_syncs", counting)
-    return counts
+    return counted(monkeypatch, "fold_syncs")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_syncs_fold_column_wise_as_per_command(tmp_path: Path, folded: list[int],
                                                seed: int) -> None:
     lines = _stream(seed)
-    per_command, by_columns = _both(tmp_path, lines)
+    per_command, by_columns = both_paths(tmp_path, lines)
     assert by_columns[0] == per_command[0]
     assert by_columns[1].equals(per_command[1])
     assert by_columns[2] == per_command[2]
@@ -126,7 +76,7 @@ def test_syncs_fold_column_wise_as_per_command(tmp_path: Path, folded: list[int]
 
 def test_a_sync_feed_folds_nearly_all_column_wise(tmp_path: Path, folded: list[int]) -> None:
     lines = _stream(4, syncs=1.0)
-    per_command, by_columns = _both(tmp_path, lines)
+    per_command, by_columns = both_paths(tmp_path, lines)
     assert by_columns[0] == per_command[0] and by_columns[2] == per_command[2]
     assert by_columns[1].equals(per_command[1])
     unchanged = [r for r in by_columns[0] if r.get("changed") is False]
@@ -137,7 +87,7 @@ def test_a_sync_feed_folds_nearly_all_column_wise(tmp_path: Path, folded: list[i
 def test_moves_back_a_reset_policy_refuses_are_refused_as_per_command(
         tmp_path: Path, folded: list[int]) -> None:
     lines = _stream(5, syncs=1.0)
-    per_command, by_columns = _both(tmp_path, lines, policy="[limits]\nmax_rewind_messages = 1500\n")
+    per_command, by_columns = both_paths(tmp_path, lines, policy="[limits]\nmax_rewind_messages = 1500\n")
     assert by_columns[0] == per_command[0]
     assert by_columns[1].equals(per_command[1])
     assert by_columns[2] == per_command[2]
@@ -151,7 +101,7 @@ def test_moves_back_a_reset_policy_refuses_are_refused_as_per_command(
 
 def test_a_broadcast_groups_syncs_name_no_client(tmp_path: Path, folded: list[int]) -> None:
     lines = _stream(6, syncs=1.0, broadcast=True)
-    per_command, by_columns = _both(tmp_path, lines)
+    per_command, by_columns = both_paths(tmp_path, lines)
     assert by_columns[0] == per_command[0]
     assert by_columns[1].equals(per_command[1])
     assert by_columns[2] == per_command[2]
@@ -165,30 +115,3 @@ def test_the_json_lines_and_the_arrow_results_are_the_per_command_ones(
         tmp_path: Path, folded: list[int]) -> None:
     assert_answers_as_per_command(tmp_path, _stream(7))
     assert sum(folded) > 0
-
-
-def assert_answers_as_per_command(tmp_path: Path, lines: list[dict[str, Any]]) -> None:
-    """`apply` prints the very bytes msgspec writes for each result, and `apply_arrow` holds
-    the result's other fields as `detail`, whichever path folded the line."""
-    import io
-
-    data = b"".join(json.dumps({k: v for k, v in line.items() if v is not None}).encode()
-                    + b"\n" for line in lines)
-    printed = []
-    for name, batch in (("per-line", 1000), ("bulk", ROWS)):  # 1000: below the bulk minimum
-        with Ledger.open(tmp_path / name, clock=FakeClock(), offsets_retention_ms=10**12,
-                         apply_batch_commands=batch) as led:
-            printed.append(b"".join(bytes(text) for text, _, _ in
-                                    led.apply_ndjson(io.BytesIO(data))))
-    assert printed[1] == printed[0]
-    with Ledger.open(tmp_path / "arrow", clock=FakeClock(), offsets_retention_ms=10**12) as led:
-        table = led.apply_arrow(_table([{k: v for k, v in line.items() if v is not None}
-                                        for line in lines]))
-    fields = ("line", "op", "seq", "error", "accepted", "reason", "offset", "next_offset",
-              "generation", "count")
-    for row, text in zip(table.to_pylist(), printed[0].splitlines(), strict=True):
-        want = json.loads(text)
-        assert {k: row[k] for k in fields if row[k] is not None} == \
-            {k: v for k, v in want.items() if k in fields and v is not None}
-        rest = {k: v for k, v in want.items() if k not in fields and k != "refused"}
-        assert (json.loads(row["detail"]) if row["detail"] else {}) == rest
