@@ -356,13 +356,11 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     pinned_queues = np.unique(queue_id_of[(append & ~simple_append) | is_op("queue_truncate")
                                           | is_op("queue_bounds")])
     sync = is_op("sync")
-    clients = pa.array(c_values, pa.string()).take(pa.array(c_codes, pa.int64(),
-                                                           mask=c_codes < 0))
     syncs = _column_syncs(
         job, batch, resident, sync & key_ok & offset_ok & (client_ok | client_null),
         commit | pull | sync, key_id_of,
         lambda rows: _key_names(g_values, t_values, g_codes, t_codes, qid, rows), offset,
-        clients)
+        c_values, c_codes)
     # decided per command: its key leaves the vector path
     touched = ((commit | pull) & ~hot) | (sync & ~syncs.mask)
     pinned_keys = np.unique(key_id_of[touched])
@@ -409,7 +407,7 @@ class _Syncs:
 def _column_syncs(job: Job, batch: pa.Table, resident: Resident, candidate: np.ndarray,
                   keyed: np.ndarray, key_id_of: np.ndarray,
                   name_of: Callable[[np.ndarray], list[tuple[str, str, int]]],
-                  offset: np.ndarray, client: pa.Array) -> _Syncs:
+                  offset: np.ndarray, c_values: list[Any], c_codes: np.ndarray) -> _Syncs:
     """The `candidate` syncs (their values checked) whose keys no other line of the run
     (`keyed`: every line on a key) touches, planned once their keys leave the residents."""
     mask = np.zeros(len(candidate), bool)
@@ -422,6 +420,8 @@ def _column_syncs(job: Job, batch: pa.Table, resident: Resident, candidate: np.n
     if not len(rows):
         return _Syncs(None, mask)
     resident.evict(key_id_of[rows])  # their Positions current: the plan reads them
+    client = pa.array(c_values, pa.string()).take(pa.array(c_codes, pa.int64(),
+                                                          mask=c_codes < 0))
     plan, _ = plan_syncs(job.writer.state, job.writer.root, rows, key_id_of, name_of, offset,
                          source, client)
     mask[plan.rows] = True
