@@ -420,10 +420,8 @@ def _column_syncs(job: Job, batch: pa.Table, resident: Resident, candidate: np.n
     if not len(rows):
         return _Syncs(None, mask)
     resident.evict(key_id_of[rows])  # their Positions current: the plan reads them
-    client = pa.array(c_values, pa.string()).take(pa.array(c_codes, pa.int64(),
-                                                          mask=c_codes < 0))
-    plan, _ = plan_syncs(job.writer.state, job.writer.root, rows, key_id_of, name_of, offset,
-                         source, client)
+    plan = plan_syncs(job.writer.state, job.writer.root, rows, key_id_of, name_of, offset,
+                      source, _names_array(c_values, c_codes))
     mask[plan.rows] = True
     return _Syncs(plan, mask)
 
@@ -751,10 +749,8 @@ class _VectorRun:
         return n_events
 
     def _names(self, rows: np.ndarray) -> list[tuple[str, str, int]]:
-        gv, tv = self.g_values, self.t_values
-        return [(gv[g], tv[t], q) for g, t, q in zip(
-            self.g_codes[rows].tolist(), self.t_codes[rows].tolist(), self.qid[rows].tolist(),
-            strict=True)]
+        return _key_names(self.g_values, self.t_values, self.g_codes, self.t_codes, self.qid,
+                          rows)
 
 
 def _merge(job: Job, batch: pa.Table, line_base: int, now: np.ndarray, vec: _VectorRun,

@@ -66,12 +66,11 @@ def sources_ok(batch: pa.Table) -> tuple[np.ndarray, pa.Array]:
 
 def plan_syncs(state: State, root: Any, rows: np.ndarray, key_id_of: np.ndarray,
                name_of: Callable[[np.ndarray], list[tuple[str, str, int]]],
-               offset: np.ndarray, source: pa.Array, client: pa.Array,
-               ) -> tuple[SyncPlan, np.ndarray]:
+               offset: np.ndarray, source: pa.Array, client: pa.Array) -> SyncPlan:
     """The plan of the candidate sync `rows` of a run (each key's lines in the run all such
-    syncs, its Position current: not resident), and the ids of the keys left to the
-    per-command fold: those with a move back that the reset policy refuses, as it would refuse
-    that sync there (its key's later syncs would start from the offset it kept)."""
+    syncs, its Position current: not resident). A key with a move back that the reset policy
+    refuses is left out, to the per-command fold, which refuses that sync there (its key's
+    later syncs would start from the offset it kept)."""
     s = rows[np.argsort(key_id_of[rows], kind="stable")]
     ids = key_id_of[s]
     first = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, bool)
@@ -89,17 +88,14 @@ def plan_syncs(state: State, root: Any, rows: np.ndarray, key_id_of: np.ndarray,
         refused = [i for i in back.tolist()
                    if policy.rewind_refusal(int(before[i] - off[i]), "sync", "") is not None]
         if refused:
-            left = np.unique(ids[refused])
-            plan, _ = plan_syncs(state, root, s[~np.isin(ids, left)], key_id_of, name_of,
-                                 offset, source, client)
-            return plan, left
+            return plan_syncs(state, root, s[~np.isin(ids, ids[refused])], key_id_of, name_of,
+                              offset, source, client)
     picked = pa.array(s, pa.int64())
     clients = client.take(picked)
     broadcast = np.array([state.is_broadcast(k[0]) for k in keys], bool)
     if broadcast.any():
         clients = pc.if_else(pa.array(broadcast[key_of]), pa.scalar(None, pa.string()), clients)
-    return SyncPlan(s, key_of, keys, off, before, generation, source.take(picked),
-                    clients), np.zeros(0, np.int64)
+    return SyncPlan(s, key_of, keys, off, before, generation, source.take(picked), clients)
 
 
 def fold_syncs(state: State, plan: SyncPlan, now: np.ndarray, line_base: int,
