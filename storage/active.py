@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from storage import names
 from storage.errors import CorruptSegmentError, LogFailedError, StorageError
-from storage.frames import DecodedFrames, SeqChain, decode_frames, encode_frame
+from storage.frames import DecodedFrames, FrameEncoder, SeqChain, decode_frames
 from storage.fs import FileHandle, FileSystem, sync_handle, write_all
 from storage.index import TailIndex, TailValues
 
@@ -72,8 +72,11 @@ class ActiveSegment:
         schema: pa.Schema,
         seq_index: int,
         ts_index: int,
+        encoder: FrameEncoder | None = None,
     ):
         self.fs = fs
+        # the log's encoder, kept from segment to segment (its buffer with it)
+        self._encoder = encoder or FrameEncoder()
         self.base_seq = base_seq
         self.path = directory / names.wal_name(base_seq)
         self.schema = schema
@@ -177,7 +180,7 @@ class ActiveSegment:
         file's content is unknown and `LogFailedError` is raised.
         """
         try:
-            header, payload = encode_frame(batch)
+            header, payload = self._encoder.encode(batch)
         except ValueError as exc:
             raise StorageError(f"cannot append to {self.path}: {exc}; append fewer rows") from exc
         created = False

@@ -62,6 +62,52 @@ def encode_frame(batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
     return HEADER.pack(payload.size, crc32c.crc32c(payload)), payload
 
 
+class FrameEncoder:
+    """`encode_frame` for a log's appends, large batches encoded into one buffer kept from
+    frame to frame (a payload is valid until the next `encode`: the caller writes it first).
+
+    Why: a fresh buffer's pages are faulted in on first touch, and Arrow's pool returns a
+    freed large buffer's pages to the OS at once. A bulk apply's 15 MB frame (131,072
+    commands) cost 3,700 page faults and 7 ms alone (about 29 ms inside a 1M-command apply,
+    other threads faulting beside it) against 2 ms into a kept buffer. Small frames (a
+    server's commits) are served by the pool's cached pages: they go through `encode_frame`,
+    whose cost per call is lower."""
+
+    #: A batch of at least this many bytes is encoded into the kept buffer.
+    REUSE_BYTES_MIN = 1 << 20
+    #: A frame larger than this is encoded alone, so the buffer kept stays bounded.
+    KEEP_BYTES_MAX = 64 << 20
+
+    def __init__(self) -> None:
+        self._buffer: pa.Buffer | None = None
+        self._schema_bytes: dict[pa.Schema, int] = {}
+
+    def encode(self, batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
+        """(header, payload) as `encode_frame` gives them, the same bytes."""
+        if batch.nbytes < self.REUSE_BYTES_MIN:
+            return encode_frame(batch)
+        size = pa.ipc.get_record_batch_size(batch)
+        schema_bytes = self._schema_bytes.get(batch.schema)
+        if schema_bytes is None:
+            schema_bytes = self._schema_bytes[batch.schema] = batch.schema.serialize().size
+        # the stream writer writes the schema message, then the batch's (the same bytes as
+        # `RecordBatch.serialize`), and its end-of-stream marker on close
+        needed = schema_bytes + size + 64
+        if needed > self.KEEP_BYTES_MAX:
+            return encode_frame(batch)
+        if self._buffer is None or self._buffer.size < needed:
+            self._buffer = pa.allocate_buffer(max(needed, 2 * (self._buffer.size if self._buffer
+                                                               else 0)))
+        sink = pa.FixedSizeBufferWriter(self._buffer)
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+            end = sink.tell()
+        if end - schema_bytes != size:  # not the layout measured: encode it alone
+            return encode_frame(batch)
+        payload = self._buffer.slice(schema_bytes, size)
+        return HEADER.pack(size, crc32c.crc32c(payload)), payload
+
+
 def frame_bytes(batch: pa.RecordBatch) -> bytes:
     """One frame as contiguous bytes (tools and tests; the log writes header and payload)."""
     header, payload = encode_frame(batch)

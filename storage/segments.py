@@ -17,6 +17,7 @@ from storage import manifest as manifest_io
 from storage import names
 from storage.active import ActiveSegment
 from storage.errors import CorruptSegmentError, ManifestConflictError
+from storage.frames import FrameEncoder
 from storage.fs import FileSystem
 from storage.manifest import Manifest, SegmentEntry
 from storage.schema import SEQ_COLUMN, TS_COLUMN
@@ -51,6 +52,7 @@ class LogSegments:
         # Version tag of the stored manifest this process read or wrote last (an object store's
         # ETag): the next commit is conditional on it.
         self.manifest_tag: str | None = None
+        self.encoder = FrameEncoder()  # every active segment's frames, one kept buffer
         self.active = self.new_active(0)
         # The clock when the active segment was last fsynced (or started): durability "batch"
         # counts its interval from here.
@@ -59,7 +61,8 @@ class LogSegments:
     def new_active(self, base_seq: int) -> ActiveSegment:
         """An active segment object for `log/<base_seq>.wal` (nothing is read or written yet)."""
         return ActiveSegment(
-            self.fs, self.log_dir, base_seq, self.schema, self.seq_index, self.ts_index
+            self.fs, self.log_dir, base_seq, self.schema, self.seq_index, self.ts_index,
+            self.encoder,
         )
 
     def commit(self, **changes: object) -> None:
