@@ -125,7 +125,7 @@ def command_table(commands: Sequence[Command | LedgerError]) -> pa.Table:
     n = len(commands)
     ops: list[str | None] = [None] * n
     columns: dict[str, list[Any]] = {f: [None] * n for f in
-                                     ("group", "topic", "client", "ts", "store_time",
+                                     ("group", "topic", "client", "source", "ts", "store_time",
                                       *_INT_FIELDS)}
     owner_only: list[bool | None] = [None] * n
     text_ts = False
@@ -136,7 +136,7 @@ def command_table(commands: Sequence[Command | LedgerError]) -> pa.Table:
         ops[i] = op
         if type(cmd) is Commit and cmd.owner_only:
             owner_only[i] = True
-        for name in ("group", "topic", "client", *_INT_FIELDS):
+        for name in ("group", "topic", "client", "source", *_INT_FIELDS):
             value = getattr(cmd, name, None)
             if value is not None and not isinstance(value, (str, int)):
                 value = None  # a reset's list fields: read per command
@@ -150,7 +150,7 @@ def command_table(commands: Sequence[Command | LedgerError]) -> pa.Table:
     if text_ts:
         columns["ts"] = [None if v is None else str(v) for v in columns["ts"]]
     arrays = {"op": pa.array(ops, pa.string())}
-    for name in ("group", "topic", "client"):
+    for name in ("group", "topic", "client", "source"):
         arrays[name] = pa.array(columns[name], pa.string())
     for name in (*_INT_FIELDS, "store_time"):
         arrays[name] = pa.array(columns[name], pa.int64())

@@ -307,7 +307,9 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     ts_ok &= (ts <= job.start_run()) | job.backfill_mask(line_base, n)
     clock = job.writer.now_ms()
     times = np.where(ts_present, ts, clock)
-    counted = ~ts_present | ts_ok  # an out-of-range ts fails its line: it sets no time
+    # an out-of-range ts fails its line, and a line with no op (it could not be decoded) is
+    # an error: neither writes an event, so neither sets a time
+    counted = (~ts_present | ts_ok) & (op_codes >= 0)
     seen = np.concatenate(([state.last_ts], times[counted]))
     if np.any(np.diff(seen) < 0):
         resident.clear()

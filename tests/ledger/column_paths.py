@@ -61,6 +61,17 @@ def both_paths(tmp_path: Path, lines: list[dict[str, Any]], policy: str | None =
     return out[0], out[1]
 
 
+def typed_path(root: Path, lines: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """(results, log, state) of the lines as typed commands in one batch, as importers and the
+    Kafka follower hand them over (`apply` of dicts: above the column path's minimum, the
+    fold takes a table built from the commands)."""
+    root.mkdir()
+    with Ledger.open(root, clock=FakeClock(), offsets_retention_ms=10**12) as led:
+        results = list(led.apply([{k: v for k, v in line.items() if v is not None}
+                                  for line in lines]))
+        return results, led.log.read(), state_rows(led)
+
+
 def counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     """The rows of each plan `columnar.<name>` (fold_syncs, fold_appends) folds from now on."""
     counts: list[int] = []

@@ -13,7 +13,13 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
-from tests.ledger.column_paths import ROWS, assert_answers_as_per_command, both_paths, counted
+from tests.ledger.column_paths import (
+    ROWS,
+    assert_answers_as_per_command,
+    both_paths,
+    counted,
+    typed_path,
+)
 from tests.support.clock import T0
 
 
@@ -115,3 +121,37 @@ def test_the_json_lines_and_the_arrow_results_are_the_per_command_ones(
         tmp_path: Path, folded: list[int]) -> None:
     assert_answers_as_per_command(tmp_path, _stream(7))
     assert sum(folded) > 0
+
+
+def test_typed_commands_fold_syncs_column_wise_as_per_command(tmp_path: Path,
+                                                              folded: list[int]) -> None:
+    """Importers and the Kafka follower hand the ledger typed commands: their syncs take the
+    column path too (the table built from the commands carries each sync's source), and write
+    what the per-command fold writes."""
+    lines = _stream(8, syncs=0.95)
+    per_command, _ = both_paths(tmp_path, lines)
+    folded.clear()
+    typed = typed_path(tmp_path / "typed", lines)
+    assert typed[0] == per_command[0]
+    assert typed[1].equals(per_command[1])
+    assert typed[2] == per_command[2]
+    n_syncs = sum(line["op"] == "sync" for line in lines)
+    assert sum(folded) > n_syncs // 2
+
+
+def test_an_offsets_import_folds_its_syncs_column_wise(tmp_path: Path,
+                                                       folded: list[int]) -> None:
+    """`import kafka-offsets` of a dump: nearly every commit record is a sync folded as
+    columns, and the summary counts them as changed."""
+    from ledger import Ledger
+    from ledger.importers.kafka_offsets import parse_kafka_offsets
+    from tests.support.clock import FakeClock
+
+    text = "".join(
+        f"[g{i % 50},t,{i % 4}]::OffsetAndMetadata(offset={i + 1}, leaderEpoch=Optional.empty, "
+        f"metadata=, commitTimestamp={T0 + i}, expireTimestamp=None)\n" for i in range(ROWS))
+    with Ledger.open(tmp_path, clock=FakeClock(T0 + ROWS)) as led:
+        summary = led.submit_import(parse_kafka_offsets(text, "kafka-offsets:test"))
+        assert summary["changed"] == ROWS and summary["errors"] == 0
+        assert led.log.read().num_rows == ROWS
+    assert sum(folded) >= 0.97 * ROWS
