@@ -31,9 +31,10 @@ malformed line, an explicit generation, a truncation).
 Keys folded column-wise stay resident as columns from run to run (`Resident`) and reach their
 Positions only when something else reads them.
 
-The ledger time of a line is max(its ts, the last event's ts). When the run's ts column is not
-non-decreasing, that depends on which earlier lines wrote events, so such a run takes the
-per-command path as a whole; replays and live streams have non-decreasing ts.
+The ledger time of a line is max(its ts, the last event's ts). When max(ts, the ledger's time
+at the run's start) goes back from one line to the next, that depends on which earlier lines
+wrote events, so such a run takes the per-command path as a whole; replays, live streams and
+sorted imports (older than the ledger's last event, or not) never go back.
 """
 
 from __future__ import annotations
@@ -310,11 +311,13 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     # an out-of-range ts fails its line, and a line with no op (it could not be decoded) is
     # an error: neither writes an event, so neither sets a time
     counted = (~ts_present | ts_ok) & (op_codes >= 0)
-    seen = np.concatenate(([state.last_ts], times[counted]))
-    if np.any(np.diff(seen) < 0):
+    # a line's time is max(its ts, the last event's): while that of the lines in order never
+    # goes back, it is max(its ts, the run's start) whichever earlier lines wrote events (so a
+    # run given times before the ledger's last event, an import of older history, folds too)
+    now = np.maximum(times, state.last_ts)
+    if np.any(np.diff(now[counted]) < 0):
         resident.clear()
         return _per_command(job, batch, line_base)
-    now = np.maximum(times, state.last_ts)
 
     g_codes, g_values, g_ok = cols.names("group")
     t_codes, t_values, t_ok = cols.names("topic")

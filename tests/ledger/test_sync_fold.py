@@ -13,14 +13,16 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
+from ledger import Ledger
 from tests.ledger.column_paths import (
     ROWS,
     assert_answers_as_per_command,
     both_paths,
     counted,
+    state_rows,
     typed_path,
 )
-from tests.support.clock import T0
+from tests.support.clock import T0, FakeClock
 
 
 def _stream(seed: int, *, syncs: float = 0.8, broadcast: bool = False) -> list[dict[str, Any]]:
@@ -143,9 +145,7 @@ def test_an_offsets_import_folds_its_syncs_column_wise(tmp_path: Path,
                                                        folded: list[int]) -> None:
     """`import kafka-offsets` of a dump: nearly every commit record is a sync folded as
     columns, and the summary counts them as changed."""
-    from ledger import Ledger
     from ledger.importers.kafka_offsets import parse_kafka_offsets
-    from tests.support.clock import FakeClock
 
     text = "".join(
         f"[g{i % 50},t,{i % 4}]::OffsetAndMetadata(offset={i + 1}, leaderEpoch=Optional.empty, "
@@ -155,3 +155,31 @@ def test_an_offsets_import_folds_its_syncs_column_wise(tmp_path: Path,
         assert summary["changed"] == ROWS and summary["errors"] == 0
         assert led.log.read().num_rows == ROWS
     assert sum(folded) >= 0.97 * ROWS
+
+
+def test_syncs_older_than_the_ledgers_last_event_fold_column_wise(tmp_path: Path,
+                                                                  folded: list[int]) -> None:
+    """A follower's next batch, or an import of older history: every time given is before
+    the ledger's last event, so every line is recorded at that time, whichever lines wrote
+    events; such a run folds as columns, as the per-command fold writes it."""
+    later = {"op": "queue_append", "topic": "late", "queue_id": 0, "count": 1, "ts": T0 + 10**6}
+    lines = _stream(9, syncs=1.0)
+    out = []
+    for name, batch in (("commands", 1000), ("columns", ROWS)):
+        with Ledger.open(tmp_path / name, clock=FakeClock(T0 + 10**6),
+                         offsets_retention_ms=10**12) as led:
+            list(led.apply([later]))
+            results = []
+            for start in range(0, len(lines), batch):  # 1000: below the column path's minimum
+                part = led.apply([{k: v for k, v in line.items() if v is not None}
+                                  for line in lines[start:start + batch]])
+                results += [{**r, "line": r["line"] + start} for r in part]
+            out.append((results, led.log.read(), state_rows(led)))
+            if name == "commands":
+                folded.clear()
+    assert out[1][0] == out[0][0]
+    assert out[1][1].equals(out[0][1])
+    assert out[1][2] == out[0][2]
+    synced = out[1][1].filter(pc.equal(out[1][1].column("kind"), "sync"))
+    assert set(synced.column("ts").to_pylist()) == {T0 + 10**6}
+    assert sum(folded) >= 0.97 * len(lines)
