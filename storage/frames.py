@@ -95,9 +95,9 @@ class FrameEncoder:
         needed = schema_bytes + size + 64
         if needed > self.KEEP_BYTES_MAX:
             return encode_frame(batch)
-        if self._buffer is None or self._buffer.size < needed:
-            self._buffer = pa.allocate_buffer(max(needed, 2 * (self._buffer.size if self._buffer
-                                                               else 0)))
+        if self._buffer is None or self._buffer.size < needed:  # grown by doubling, bounded
+            grown = 2 * self._buffer.size if self._buffer is not None else 0
+            self._buffer = pa.allocate_buffer(min(max(needed, grown), self.KEEP_BYTES_MAX))
         sink = pa.FixedSizeBufferWriter(self._buffer)
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write_batch(batch)

@@ -72,3 +72,13 @@ def test_a_log_of_large_appends_recovers_every_event(tmp_path: Path,
             assert events.column(name).to_pylist() == want.column(name).to_pylist(), name
     finally:
         reopened.close()
+
+
+def test_the_kept_buffer_grows_but_never_past_its_bound(monkeypatch: pytest.MonkeyPatch,
+                                                        encoder: FrameEncoder) -> None:
+    small, large = _batch(4_000, salt=1), _batch(7_000, salt=2)
+    bound = pa.ipc.get_record_batch_size(large) + 4096  # room for `large`, not for twice `small`
+    monkeypatch.setattr(FrameEncoder, "KEEP_BYTES_MAX", bound)
+    for batch in (small, large, small):
+        assert _frame(encoder.encode(batch)) == _frame(encode_frame(batch))
+        assert encoder._buffer is not None and encoder._buffer.size <= bound
