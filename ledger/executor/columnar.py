@@ -112,6 +112,20 @@ class Job:
         start = line_base - self.first_line
         return np.asarray(self.backfill[start:start + n], bool)
 
+    def undecoded(self, line_base: int, n: int) -> np.ndarray:
+        """Per line of a run: its command could not be decoded (an error, which writes no event
+        whatever the table holds; a row with no op may also be a command its sender was denied,
+        which may write one)."""
+        if self.commands is not None:
+            start = line_base - self.first_line
+            return np.fromiter((isinstance(c, LedgerError)
+                                for c in self.commands[start:start + n]), bool, n)
+        mask = np.zeros(n, bool)
+        for line, c in self.overrides.items():
+            if line_base <= line < line_base + n and isinstance(c, LedgerError):
+                mask[line - line_base] = True
+        return mask
+
     def commands_at(self, batch: pa.Table, rows: np.ndarray, line_base: int
                     ) -> list[Command | LedgerError]:
         """The commands of `rows` of `batch` (whose first row is line `line_base`)."""
@@ -308,9 +322,9 @@ def fold_run(job: Job, batch: pa.Table, line_base: int, resident: Resident) -> R
     ts_ok &= (ts <= job.start_run()) | job.backfill_mask(line_base, n)
     clock = job.writer.now_ms()
     times = np.where(ts_present, ts, clock)
-    # an out-of-range ts fails its line, and a line with no op (it could not be decoded) is
-    # an error: neither writes an event, so neither sets a time
-    counted = (~ts_present | ts_ok) & (op_codes >= 0)
+    # an out-of-range ts fails its line, and so does one that could not be decoded: neither
+    # writes an event, so neither sets a time
+    counted = (~ts_present | ts_ok) & ~job.undecoded(line_base, n)
     # a line's time is max(its ts, the last event's): while that of the lines in order never
     # goes back, it is max(its ts, the run's start) whichever earlier lines wrote events (so a
     # run given times before the ledger's last event, an import of older history, folds too)

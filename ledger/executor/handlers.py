@@ -84,7 +84,7 @@ def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuff
     op = op_of(cmd)
     limit = ts_limit_of(writer, may_backfill, ts_limit)
     if denied is not None:
-        return _denied(writer, cmd, line, op, events, actor, denied, errors)
+        return _denied(writer, cmd, line, op, events, actor, denied, errors, now)
     try:
         at = line_time(writer, cmd, limit) if now is None else now
         if now is not None and cmd.ts is not None:  # validated all the same
@@ -101,14 +101,18 @@ def run(writer: Writer, cmd: Command | LedgerError, line: int, events: EventBuff
 
 
 def _denied(writer: Writer, cmd: Command, line: int, op: str, events: EventBuffer,
-            actor: str | None, rule: str, errors: dict[int, LedgerError] | None) -> Result:
+            actor: str | None, rule: str, errors: dict[int, LedgerError] | None,
+            now: int | None = None) -> Result:
     """A command its sender may not send: refused by `rule`; a reset is recorded for auditors
-    (resets are privileged: the only refusal the ledger records)."""
+    (resets are privileged: the only refusal the ledger records), at `now` when the caller
+    computed the line's time (the column path: a later reading of the clock would stamp it
+    after the lines that follow it), else at the ledger's time."""
     group = getattr(cmd, "group", None)
     message = (f"forbidden: {actor or 'this sender'} may not {op.replace('_', ' ')}"
                + (f" group {group!r}" if group else "") + f" ({rule})")
     if type(cmd) is Reset:
-        now = writer.now_ms()  # (a refused sender's ts is not taken)
+        if now is None:
+            now = writer.now_ms()  # (a refused sender's ts is not taken)
         detail = {"mode": scenario_field(cmd), "refused_by": rule, "message": message}
         if cmd.reason:
             detail["reason"] = cmd.reason
