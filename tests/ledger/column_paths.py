@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,10 @@ def state_rows(led: Ledger) -> list[dict[str, Any]]:
 
 
 def both_paths(tmp_path: Path, lines: list[dict[str, Any]], policy: str | None = None,
+               before: Sequence[dict[str, Any]] = (),
                **settings: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """(results, log, state) per command, then column-wise (`settings`: the latter's)."""
+    """(results, log, state) per command, then column-wise (`settings`: the latter's), each
+    ledger given the `before` lines first (their results not kept)."""
     out = []
     for name, by_columns in (("commands", False), ("columns", True)):
         root = tmp_path / name
@@ -49,6 +52,7 @@ def both_paths(tmp_path: Path, lines: list[dict[str, Any]], policy: str | None =
             (root / "reset-policy.toml").write_text(policy)
         with Ledger.open(root, clock=FakeClock(), offsets_retention_ms=10**12,
                          **(settings if by_columns else {})) as led:
+            list(led.apply(list(before)))
             if by_columns:
                 results = list(led.apply(table_of(lines)))
             else:  # batches below the column path's minimum: every line per command
@@ -61,12 +65,14 @@ def both_paths(tmp_path: Path, lines: list[dict[str, Any]], policy: str | None =
     return out[0], out[1]
 
 
-def typed_path(root: Path, lines: list[dict[str, Any]]) -> tuple[Any, ...]:
+def typed_path(root: Path, lines: list[dict[str, Any]],
+               before: Sequence[dict[str, Any]] = ()) -> tuple[Any, ...]:
     """(results, log, state) of the lines as typed commands in one batch, as importers and the
     Kafka follower hand them over (`apply` of dicts: above the column path's minimum, the
-    fold takes a table built from the commands)."""
+    fold takes a table built from the commands), after the `before` lines."""
     root.mkdir()
     with Ledger.open(root, clock=FakeClock(), offsets_retention_ms=10**12) as led:
+        list(led.apply(list(before)))
         results = list(led.apply([{k: v for k, v in line.items() if v is not None}
                                   for line in lines]))
         return results, led.log.read(), state_rows(led)

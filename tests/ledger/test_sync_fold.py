@@ -19,7 +19,6 @@ from tests.ledger.column_paths import (
     assert_answers_as_per_command,
     both_paths,
     counted,
-    state_rows,
     typed_path,
 )
 from tests.support.clock import T0, FakeClock
@@ -161,25 +160,17 @@ def test_syncs_older_than_the_ledgers_last_event_fold_column_wise(tmp_path: Path
                                                                   folded: list[int]) -> None:
     """A follower's next batch, or an import of older history: every time given is before
     the ledger's last event, so every line is recorded at that time, whichever lines wrote
-    events; such a run folds as columns, as the per-command fold writes it."""
-    later = {"op": "queue_append", "topic": "late", "queue_id": 0, "count": 1, "ts": T0 + 10**6}
+    events; such a run folds as columns (a table's, typed commands'), as the per-command fold
+    writes it."""
+    later = T0 + 5_000  # after every line of the stream, within the clock skew
+    before = [{"op": "queue_append", "topic": "late", "queue_id": 0, "count": 1, "ts": later}]
     lines = _stream(9, syncs=1.0)
-    out = []
-    for name, batch in (("commands", 1000), ("columns", ROWS)):
-        with Ledger.open(tmp_path / name, clock=FakeClock(T0 + 10**6),
-                         offsets_retention_ms=10**12) as led:
-            list(led.apply([later]))
-            results = []
-            for start in range(0, len(lines), batch):  # 1000: below the column path's minimum
-                part = led.apply([{k: v for k, v in line.items() if v is not None}
-                                  for line in lines[start:start + batch]])
-                results += [{**r, "line": r["line"] + start} for r in part]
-            out.append((results, led.log.read(), state_rows(led)))
-            if name == "commands":
-                folded.clear()
-    assert out[1][0] == out[0][0]
-    assert out[1][1].equals(out[0][1])
-    assert out[1][2] == out[0][2]
-    synced = out[1][1].filter(pc.equal(out[1][1].column("kind"), "sync"))
-    assert set(synced.column("ts").to_pylist()) == {T0 + 10**6}
-    assert sum(folded) >= 0.97 * len(lines)
+    per_command, by_columns = both_paths(tmp_path, lines, before=before)
+    typed = typed_path(tmp_path / "typed", lines, before=before)
+    for other in (by_columns, typed):
+        assert other[0] == per_command[0]
+        assert other[1].equals(per_command[1])
+        assert other[2] == per_command[2]
+    synced = typed[1].filter(pc.equal(typed[1].column("kind"), "sync"))
+    assert set(synced.column("ts").to_pylist()) == {later}
+    assert sum(folded) >= 2 * 0.97 * len(lines)  # in the table's run and the typed one
