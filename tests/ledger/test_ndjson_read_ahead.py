@@ -111,3 +111,35 @@ def test_the_first_blocks_are_small_and_grow_to_the_full_block() -> None:
                for size, limit in zip(sizes[:-1], limits[:-1], strict=True))
     assert sizes[0] <= FIRST_BLOCK_BYTES < BLOCK_BYTES
     assert max(sizes) > BLOCK_BYTES - len(line)
+
+
+def test_lines_past_the_batch_limit_wait_for_the_next_block_while_more_input_is_ready() -> None:
+    """A read holding more than `max_lines` lines, with more input ready, gives whole batches of
+    `max_lines`: the lines after the last go with the next block instead of alone (a block of
+    a few hundred lines was decoded line by line). Every line is in exactly one block, in
+    order."""
+    import io
+
+    from ledger.commands.ndjson import FIRST_BLOCK_BYTES, line_blocks
+
+    data = _commits(3 * FIRST_BLOCK_BYTES // len(_commits(1)))
+    blocks = list(line_blocks(io.BytesIO(data), max_lines=1000))
+    assert b"".join(b for b, _ in blocks) == data
+    assert all(n == b.count(b"\n") for b, n in blocks)
+    assert [n for _, n in blocks[:-1]] == [1000] * (len(blocks) - 1)
+    assert 0 < blocks[-1][1] <= 1000
+
+
+def test_a_pause_answers_every_line_that_arrived_past_the_batch_limit(tmp_path: Path) -> None:
+    """A live producer that pauses after 2,500 lines (batches of 1,000): the lines after the
+    last whole batch are answered at once, not held for input that may not come."""
+    from ledger.commands.ndjson import line_blocks
+
+    stream = _PipeThenFails(_commits(2500))  # looks paused after its first read
+    try:
+        blocks = line_blocks(stream, max_lines=1000)  # type: ignore[arg-type]
+        assert [n for _, n in (next(blocks), next(blocks), next(blocks))] == [1000, 1000, 500]
+        with pytest.raises(OSError, match="Input/output error"):
+            next(blocks)
+    finally:
+        stream.close()
