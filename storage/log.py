@@ -318,6 +318,11 @@ class SegmentedLog:
         with self._changing():
             return self._sealer.finish(wait=True)
 
+    @property
+    def sealing(self) -> bool:
+        """A segment is being sealed in the background (not listed yet: `settle` lists it)."""
+        return self._sealer.running
+
     def wait_for_sealer(self, timeout: float | None = None) -> bool:
         """Block until the sealer thread has no write running (a seal's Parquet files, the WAL
         after them) (True), without listing what it wrote: the next change does, or reports its

@@ -100,6 +100,11 @@ class Sealer:
         """Whether the rows not being sealed already reached a roll limit (count, size, age)."""
         return should_roll(self._roll_params, self._facts(), now_ms)
 
+    @property
+    def running(self) -> bool:
+        """A seal was started and is not listed yet (its files may still be being written)."""
+        return self._job is not None
+
     def full(self) -> bool:
         """Whether the rows not being sealed already fill a segment (by count or size)."""
         events, size = self._unsealed()

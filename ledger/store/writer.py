@@ -174,12 +174,15 @@ class Writer:
 
     def close(self) -> None:
         """Flush the view, list a running seal and checkpoint it, release the log. The view
-        is written first, while a seal still encodes on its thread (neither changes what the
-        other writes): a CLI's close waited for the two one after the other."""
+        and the checkpoint are written first, while a seal still encodes on its thread (none
+        changes what another writes; the checkpoint is of the log's end, WAL rows or Parquet
+        alike): a CLI's close waited for them one after the other."""
         try:
             if not self.readonly and self.unusable is None:
                 try:
                     self.flush_view()
+                    if self.log.sealing:
+                        self._checkpoint_derived()
                 finally:  # (a view that cannot be written still gets the seal listed)
                     self.settle(checkpoint=True)
         finally:
@@ -300,9 +303,20 @@ class Writer:
             if self.log.settle():
                 self._seal_without_checkpoint = True
             if checkpoint and self._seal_without_checkpoint:
-                self.checkpoint()
+                if self.log.checkpoints()[-1:] == [self.log.next_seq]:  # taken beside the seal
+                    self._seal_without_checkpoint = False
+                else:
+                    self.checkpoint()
         except (StorageError, OSError) as e:
             logger.warning("a background seal could not be listed (retried later): %s", e)
+
+    def _checkpoint_derived(self) -> None:
+        """The checkpoint at the log end, its file written on the log's thread; a failure is
+        logged (checkpoints are derived: `settle` or the next seal writes one again)."""
+        try:
+            self.checkpoint(background=True)
+        except (StorageError, OSError) as e:
+            logger.warning("checkpoint not written (retried later): %s", e)
 
     def checkpoint(self, *, background: bool = False) -> None:
         """The state at the log end as a checkpoint; only while the state equals the log.
