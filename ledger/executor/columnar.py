@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger.commands.command import BARRIER_OPS, Command, from_arrow_rows
-from ledger.errors import InvalidInput, LedgerError
+from ledger.errors import LedgerError
 from ledger.executor.append_fold import AppendPlan, fold_appends, plan_appends
 from ledger.executor.handlers import run as run_one
 from ledger.executor.resident import Resident
@@ -62,7 +62,7 @@ from ledger.executor.sync_fold import SyncPlan, fold_syncs, plan_syncs, sources_
 from ledger.fold.events import EVENT_SCHEMA, EventBuffer
 from ledger.fold.position import NULL, rows_of
 from ledger.fold.state import BROADCAST, GroupSettings
-from ledger.limits import APPEND_COUNT_MAX, PULL_MAX, QUEUE_ID_MAX, TS_MAX, check_name
+from ledger.limits import APPEND_COUNT_MAX, PULL_MAX, QUEUE_ID_MAX, TS_MAX, names_valid
 from ledger.store.writer import Writer
 
 #: The forms `apply_table` answers in: typed results, a RESULT_SCHEMA table, JSON lines.
@@ -183,14 +183,7 @@ class _Columns:
             col = pc.dictionary_encode(col.dictionary.take(col.indices))
             values = col.dictionary.to_pylist()
         codes = pc.fill_null(col.indices.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
-        valid = np.zeros(len(values), bool)
-        for i, v in enumerate(values):
-            try:
-                check_name(v, name)
-                valid[i] = True
-            except InvalidInput:
-                pass
-        return codes, values, valid
+        return codes, values, np.array(names_valid(values, name), bool).reshape(len(values))
 
     def flags(self, name: str) -> np.ndarray:
         """Lines whose boolean field is given and not false (any other type counts as given:
