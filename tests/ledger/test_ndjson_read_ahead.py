@@ -143,3 +143,24 @@ def test_a_pause_answers_every_line_that_arrived_past_the_batch_limit(tmp_path: 
             next(blocks)
     finally:
         stream.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_line_is_in_one_block_whatever_the_lengths_of_the_lines(seed: int) -> None:
+    """Lines of very different lengths (empty to 5,000 bytes, the last with or without its
+    newline), cut into batches of any size: one, two or many cuts per read, each found where
+    the mean length puts it or, when it is not there, by listing every newline."""
+    import io
+    import random
+
+    from ledger.commands.ndjson import line_blocks
+
+    rnd = random.Random(seed)
+    for _ in range(150):
+        lines = [b"x" * rnd.choice([0, 1, 5, 50, 500, 5000]) for _ in range(rnd.randint(1, 400))]
+        data = b"\n".join(lines) + (b"\n" if rnd.random() < 0.7 else b"")
+        max_lines = rnd.randint(1, 250)
+        blocks = list(line_blocks(io.BytesIO(data), max_lines))
+        assert b"".join(b for b, _ in blocks) == data
+        assert all(n == b.count(b"\n") + (not b.endswith(b"\n")) for b, n in blocks)
+        assert all(n == max_lines and b.endswith(b"\n") for b, n in blocks[:-1])
