@@ -86,7 +86,7 @@ def line_blocks(stream: IO[bytes], max_lines: int) -> Iterator[tuple[bytes, int]
     """(bytes of whole lines, number of lines): blocks of about BLOCK_BYTES (the first ones
     smaller, from FIRST_BLOCK_BYTES) and at most `max_lines` lines, cut early when the input
     pauses; the last line of the input may lack its newline. Lines are only counted per block
-    (and found one by one only when a block holds more than `max_lines`).
+    (and a block cut only where it holds more than `max_lines`).
 
     When a read's lines pass `max_lines` while more input is ready, the lines after the last
     whole `max_lines` go with the next block rather than alone: a few hundred lines cut off a
@@ -171,11 +171,11 @@ def _at_most(block: bytes, max_lines: int, *, hold_rest: bool = False
     # (numpy compares without the GIL, which the fold on the other thread holds: bytes.count
     # held it for 10 ms of each 16 MB block)
     newline = np.frombuffer(block, np.uint8) == 0x0A
-    n = int(np.count_nonzero(newline)) + (not block.endswith(b"\n"))
+    newlines = int(np.count_nonzero(newline))
+    n = newlines + (not block.endswith(b"\n"))
     if n <= max_lines:
         yield block, n
         return b""
-    newlines = n - (not block.endswith(b"\n"))
     if newlines // max_lines <= 2:  # (a 16 MB block against 131,072 lines: one or two cuts)
         ends = [_after_newline(newline, k, newlines)
                 for k in range(max_lines, newlines + 1, max_lines)]

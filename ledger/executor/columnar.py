@@ -183,7 +183,7 @@ class _Columns:
             col = pc.dictionary_encode(col.dictionary.take(col.indices))
             values = col.dictionary.to_pylist()
         codes = pc.fill_null(col.indices.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
-        return codes, values, np.array(names_valid(values, name), bool).reshape(len(values))
+        return codes, values, np.array(names_valid(values, name), bool)
 
     def flags(self, name: str) -> np.ndarray:
         """Lines whose boolean field is given and not false (any other type counts as given:
