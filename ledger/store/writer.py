@@ -303,10 +303,7 @@ class Writer:
             if self.log.settle():
                 self._seal_without_checkpoint = True
             if checkpoint and self._seal_without_checkpoint:
-                if self.log.checkpoints()[-1:] == [self.log.next_seq]:  # taken beside the seal
-                    self._seal_without_checkpoint = False
-                else:
-                    self.checkpoint()
+                self.checkpoint()
         except (StorageError, OSError) as e:
             logger.warning("a background seal could not be listed (retried later): %s", e)
 
@@ -321,9 +318,14 @@ class Writer:
     def checkpoint(self, *, background: bool = False) -> None:
         """The state at the log end as a checkpoint; only while the state equals the log.
         `background`: its file is written on the log's checkpoint thread (listed once durable;
-        `log.checkpoints()` waits for it), so the next append need not wait."""
+        `log.checkpoints()` waits for it), so the next append need not wait. In the foreground,
+        one listed at the log end already (close's, taken beside the last seal) is not built
+        again; one that failed is."""
         if not self.in_step():
             logger.warning("checkpoint skipped: the state holds events not yet in the log")
+            return
+        if not background and self.log.checkpoints()[-1:] == [self.log.next_seq]:
+            self._seal_without_checkpoint = False
             return
         table = state_to_table(self.state)
         meta = {CHECKPOINT_TS_KEY: str(self.state.last_ts).encode()}
